@@ -1,0 +1,60 @@
+"""eosink: exactly-once sinks for PySpark.
+
+The public API: the hook markers and specs sink authors implement (:mod:`eosink.hookspecs`),
+the messages they exchange (:mod:`eosink.model`), sink discovery (:func:`sink`), and the
+front doors (:func:`foreach_batch`, :func:`write_batch`, :func:`register_data_sources`).
+"""
+
+from eosink.crash import crash_point
+from eosink.errors import (
+    AlreadyCommitted,
+    CheckpointMismatchError,
+    ConfigurationError,
+    EosinkError,
+    MissingWriterIdError,
+    ReplayMismatchError,
+    SinkError,
+    UnknownSinkError,
+)
+from eosink.hookspecs import hookimpl, hookspec
+from eosink.logs import PhaseLogger, configure_logging
+from eosink.model import BatchContext, BatchOutcome, Fingerprint, PartitionResult, Proof
+from eosink.options import options_from
+from eosink.protocol import WriteTask, run_batch
+from eosink.registry import installed_sinks, sink, sink_from_options
+from eosink.base import Sink
+from eosink.spark import foreach_batch, write_batch
+from eosink.spark import register as register_data_sources
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyCommitted",
+    "BatchContext",
+    "BatchOutcome",
+    "CheckpointMismatchError",
+    "ConfigurationError",
+    "EosinkError",
+    "Fingerprint",
+    "MissingWriterIdError",
+    "PartitionResult",
+    "PhaseLogger",
+    "Proof",
+    "ReplayMismatchError",
+    "Sink",
+    "SinkError",
+    "UnknownSinkError",
+    "WriteTask",
+    "configure_logging",
+    "crash_point",
+    "foreach_batch",
+    "hookimpl",
+    "hookspec",
+    "installed_sinks",
+    "options_from",
+    "register_data_sources",
+    "run_batch",
+    "sink",
+    "sink_from_options",
+    "write_batch",
+]

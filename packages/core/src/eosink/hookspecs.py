@@ -1,0 +1,128 @@
+"""The contract between the eosink core and a sink: five pluggy hooks.
+
+For every micro-batch (or batch-job version) the core, on the driver, runs::
+
+    proof = is_committed(ctx)            # driver
+    if proof covers the batch: skip      # logged and counted, nothing else runs
+    state = init(ctx, schema)            # driver
+    messages = [write(ctx, state, partition_id, batches) for each partition]   # executors
+    commit(ctx, state, messages, proof)  # driver: data + proof in one atomic step
+    on any failure: abort(ctx, state, messages), then re-raise
+
+A sink is a class registered under the entry point group ``eosink.sinks``; one instance of it is
+registered in a plugin manager of its own, so a hook call reaches exactly one sink. Other
+plugins (logging, metrics, fault injection, a user's own) may wrap any phase with
+``@hookimpl(wrapper=True)``. As in pluggy and pytest, an implementation may accept any subset of
+a hook's arguments, by name.
+
+Every argument and return value crosses a process boundary somewhere (driver to executor,
+executor to driver, or driver to a fresh Spark worker in the data-source front door), so states
+and messages must be small and picklable, and a sink instance must be re-creatable from its
+options alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from eosink.model import BatchContext, Proof
+
+PROJECT = "eosink"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec(firstresult=True)
+def is_committed(ctx: BatchContext) -> Proof | None:
+    """Tell whether the target already holds the proof of ``ctx.batch_id`` for ``ctx.writer_id``.
+
+    Runs on the driver, before anything else of the batch, and again whenever the core needs to
+    re-check (for instance after losing a commit race).
+
+    Returns the stored :class:`~eosink.model.Proof` when the target holds a proof of this
+    writer whose ``batch_id >= ctx.batch_id`` (the skip rule), else ``None``. When several
+    proofs qualify, return the one of exactly ``ctx.batch_id`` if the sink keeps it (the core
+    then compares replay fingerprints), else the latest. The core compares the proof's query id
+    with the running query's to catch a new checkpoint pointed at old output.
+
+    Guarantees: the answer reflects a fresh read of the target (no cache that could be stale
+    after a crash). Must never write, and must never depend on a side store that can disagree
+    with the data: the proof lives where the data lives.
+    """
+
+
+@hookspec(firstresult=True)
+def init(ctx: BatchContext, schema: pa.Schema) -> Any:
+    """Prepare the target for the batch and return a state that every ``write`` receives.
+
+    Runs on the driver, once per attempt of a batch, after ``is_committed`` said the batch is
+    not committed. ``schema`` is the Arrow schema of the rows that ``write`` will get.
+
+    Returns a small picklable state (a transaction id, a staging path, ``None``...). It may be
+    called again for the same batch after a crash or in a fresh process; it must then return an
+    equivalent state and create nothing twice (resume or restart, never duplicate).
+
+    Must never make data visible to readers and never touch the proof. Validate the
+    configuration against the target here (schema, table kind, partition columns...) and raise
+    :class:`~eosink.errors.ConfigurationError` naming the fix before anything is written.
+    """
+
+
+@hookspec(firstresult=True)
+def write(
+    ctx: BatchContext, state: Any, partition_id: int, attempt: int, batches: Iterator[pa.RecordBatch]
+) -> Any:
+    """Write one partition of the batch; return a small picklable commit message.
+
+    Runs on an executor, once per task attempt (Spark may run a task more than once: retries,
+    speculation). ``batches`` yields Arrow record batches of the schema given to ``init``;
+    consume it fully. ``attempt`` tells attempts of the same partition apart, so two attempts
+    never write the same staged object.
+
+    Returns a message describing what was staged (file names and sizes, a staging key, row
+    counts): the driver's memory holds one per partition, so it must not hold the rows.
+
+    Guarantees: nothing written here is visible to readers before ``commit``. Must never
+    publish data, write the proof, or assume it runs in the driver's process.
+    """
+
+
+@hookspec(firstresult=True)
+def commit(ctx: BatchContext, state: Any, messages: list[Any], proof: Proof) -> None:
+    """Publish everything the messages describe **and** ``proof``, in one atomic step.
+
+    Runs on the driver (in the data-source front door: in a fresh Spark worker process, with
+    only the options, the messages and the state carried inside them). ``messages`` holds one
+    message per partition, from the successful attempt of each task, in partition order.
+
+    Guarantees required: after it returns, the data and the proof are visible together; after
+    it fails, neither is (or both are, if the failure came after the atomic step). It must be
+    safe to call again for the same batch: if the proof of this batch (or a later one) of this
+    writer is already in the target, publish nothing and raise
+    :class:`~eosink.errors.AlreadyCommitted` (the core then treats the attempt as skipped).
+    Sinks may call :func:`eosink.crash_point` between internal steps so the conformance kit can
+    crash there. Must never publish data without the proof or the proof without the data.
+    """
+
+
+@hookspec(firstresult=True)
+def abort(ctx: BatchContext, state: Any, messages: list[Any]) -> None:
+    """Clean up after a failed or superseded attempt; best effort.
+
+    Runs on the driver after any failure of ``init``, ``write`` or ``commit`` (Spark also calls
+    it after a failing commit), and after :class:`~eosink.errors.AlreadyCommitted`.
+    ``messages`` may contain ``None`` for tasks that failed; ``state`` may be ``None`` when
+    ``init`` failed.
+
+    Guarantees: errors raised here are logged and swallowed, never hiding the original failure.
+    Must never delete or change anything a commit published: an attempt's staged objects that
+    no proof references are the only things it may remove. Leftovers it cannot remove are
+    orphans that the sink's cleanup removes later.
+    """

@@ -1,0 +1,79 @@
+"""Typed options from Spark's string options.
+
+Spark hands options as a case-insensitive ``dict[str, str]`` (``partitionBy`` arrives as
+``partitionby``); Python callers pass keyword arguments (``partition_by=["day"]``). Both map
+onto one attrs class per sink, so a sink declares its options once, with types and defaults.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from eosink.errors import ConfigurationError
+
+T = TypeVar("T")
+
+
+def option_key(name: str) -> str:
+    """The spelling-independent key of an option: ``partitionBy`` == ``partition_by``."""
+    return name.replace("_", "").replace("-", "").replace(".", "").lower()
+
+
+def _convert(value: Any, hint: Any, name: str) -> Any:
+    if not isinstance(value, str):
+        return value
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType) and len(args) == 1:
+        if value.lower() in ("", "none", "null"):
+            return None
+        return _convert(value, args[0], name)
+    target = origin or hint
+    try:
+        if target is bool:
+            lowered = value.strip().lower()
+            if lowered in ("true", "1", "yes", "on"):
+                return True
+            if lowered in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(value)
+        if target is int:
+            return int(value)
+        if target is float:
+            return float(value)
+        if target in (tuple, list):
+            items = [part.strip() for part in value.split(",") if part.strip()]
+            return tuple(items) if target is tuple else items
+    except ValueError:
+        raise ConfigurationError(
+            f"option {name!r}: cannot read {value!r} as {getattr(target, '__name__', target)}"
+        ) from None
+    return value
+
+
+def options_from(cls: type[T], options: Mapping[str, Any], *, sink: str = "") -> T:
+    """Build the attrs options class ``cls`` from a mapping of (often string) options.
+
+    Unknown options are an error that lists the known ones: a typo must not silently fall back
+    to a default (for instance a misspelled ``path``).
+    """
+    fields = {option_key(f.name): f for f in attrs.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in options.items():
+        field = fields.get(option_key(name))
+        if field is None:
+            known = ", ".join(sorted(f.name for f in attrs.fields(cls)))
+            where = f"sink {sink!r}: " if sink else ""
+            raise ConfigurationError(f"{where}unknown option {name!r}; known options: {known}")
+        kwargs[field.name] = _convert(value, hints.get(field.name, str), field.name)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a missing mandatory option
+        where = f"sink {sink!r}: " if sink else ""
+        raise ConfigurationError(f"{where}{exc}") from None

@@ -1,0 +1,71 @@
+"""Finding sinks by name through the ``eosink.sinks`` entry point group.
+
+Users install only the sinks they need, and third parties ship their own: a sink is any class
+exposed under the entry point group ``eosink.sinks``. The core never imports a sink by module
+name.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from eosink import hookspecs
+from eosink.errors import UnknownSinkError
+
+GROUP = "eosink.sinks"
+
+#: Sinks maintained with eosink, and the distribution that provides each.
+KNOWN_SINKS = {
+    "files": "eosink-files",
+    "delta": "eosink-delta",
+    "yt-dynamic": "eosink-yt-dynamic",
+    "yt-static": "eosink-yt-static",
+}
+
+
+def installed_sinks() -> dict[str, EntryPoint]:
+    """The installed sinks by name (nothing is imported)."""
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+@functools.lru_cache(maxsize=None)
+def sink_class(name: str) -> type:
+    """Load the class of the sink called ``name``, or explain how to get it."""
+    found = installed_sinks()
+    if name in found:
+        return found[name].load()
+    installed = ", ".join(sorted(found)) or "none"
+    if name in KNOWN_SINKS:
+        raise UnknownSinkError(
+            f"sink {name!r} is not installed: `pip install {KNOWN_SINKS[name]}` "
+            f"(installed sinks: {installed})"
+        )
+    raise UnknownSinkError(
+        f"unknown sink {name!r}; installed sinks: {installed}. A sink is found through the "
+        f"entry point group {GROUP!r}: install the package that provides it."
+    )
+
+
+def sink(name: str, /, **options: Any) -> Any:
+    """Create the sink called ``name`` with keyword options, e.g. ``sink("files", path=...)``."""
+    return sink_class(name)(dict(options))
+
+
+def sink_from_options(name: str, options: Mapping[str, Any]) -> Any:
+    """Create the sink called ``name`` from Spark-style string options."""
+    return sink_class(name).from_options(options)
+
+
+def plugin_manager(sink_instance: Any, plugins: Iterable[Any] = ()) -> pluggy.PluginManager:
+    """A plugin manager holding one sink and the cross-cutting plugins that wrap it."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(sink_instance, name=f"sink:{getattr(sink_instance, 'name', '?')}")
+    for plugin in plugins:
+        pm.register(plugin)
+    return pm

@@ -1,0 +1,307 @@
+"""Front door 2: Spark 4 Python data sources, one per installed sink.
+
+``eosink.spark.register(spark)`` registers ``eosink-<name>`` for every installed sink, so
+users write::
+
+    df.writeStream.format("eosink-files").option("writerId", "orders")
+        .option("path", "/data/orders").option("checkpointLocation", ckpt).start()
+
+and, for batch jobs, ``df.write.format("eosink-files").option("writerId", "dailyETL")
+.option("version", 23424).mode("append").save()``.
+
+How Spark runs a Python stream writer shapes this module: ``streamWriter()`` runs on the driver
+side in a planning worker whose writer is pickled to the executors; ``write()`` runs on the
+executors; ``commit()``/``abort()`` run in yet another fresh worker, on a new writer built from
+the options, sharing only the commit messages. So the driver half of the protocol
+(``is_committed``, then skip or ``init``) runs when the planning worker pickles the writer
+(``__getstate__``), its outcome travels to the executors inside the writer and back to
+``commit`` inside every commit message. The batch id is not given to ``streamWriter``: the
+offset log in the checkpoint (written before the batch runs) tells it, and every task checks
+it against the batch id Spark sets on the task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import structlog
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from eosink.errors import ConfigurationError, MissingWriterIdError
+from eosink.model import BatchContext, PartitionResult
+from eosink.options import option_key
+from eosink.protocol import (
+    Prepared,
+    WriteTask,
+    abort_quietly,
+    driver_plugins,
+    finish,
+    prepare,
+)
+from eosink.registry import installed_sinks, plugin_manager, sink_from_options
+
+log = structlog.get_logger("eosink")
+
+#: Options the core consumes; all others belong to the sink.
+CORE_OPTIONS = {"writerid", "fingerprint", "version", "checkpointlocation"}
+
+
+@dataclass
+class EosinkCommitMessage(WriterCommitMessage):
+    """One task's result, plus what ``commit`` needs and cannot get elsewhere."""
+
+    ctx: BatchContext
+    prepared: Prepared
+    result: PartitionResult | None
+
+
+def _read_text(path: str) -> str:
+    if "://" in path and not path.startswith("file:"):
+        import fsspec  # only for checkpoints outside the local filesystem
+
+        with fsspec.open(path.replace("s3a://", "s3://"), "r") as f:
+            return f.read()
+    with open(path.removeprefix("file:"), encoding="utf-8") as f:
+        return f.read()
+
+
+def _list_names(path: str) -> list[str]:
+    if "://" in path and not path.startswith("file:"):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path.replace("s3a://", "s3://"))
+        return [posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)]
+    return os.listdir(path.removeprefix("file:"))
+
+
+def stream_position(checkpoint: str) -> tuple[int, str | None]:
+    """The batch id Spark is running (latest offset log entry) and the query id of a checkpoint."""
+    try:
+        batches = [int(n) for n in _list_names(posixpath.join(checkpoint, "offsets")) if n.isdigit()]
+    except FileNotFoundError:
+        batches = []
+    if not batches:
+        raise ConfigurationError(
+            f"checkpoint {checkpoint!r} holds no offset log: set checkpointLocation on the query"
+        )
+    try:
+        query_id = json.loads(_read_text(posixpath.join(checkpoint, "metadata"))).get("id")
+    except (OSError, ValueError):
+        query_id = None
+    return max(batches), query_id
+
+
+class _EosinkWriter:
+    """The protocol halves shared by the stream and the batch writer."""
+
+    def __init__(self, sink_name: str, options: Mapping[str, str], overwrite: bool, schema: Any):
+        self.sink_name = sink_name
+        self.options = {k.lower(): v for k, v in options.items()}
+        self.overwrite = overwrite
+        self.spark_schema = schema
+        self.writer_id = self.options.get("writerid")
+        if not self.writer_id:
+            raise MissingWriterIdError(sink_name)
+        self.fingerprint = self.options.get("fingerprint", "off")
+        if self.fingerprint not in ("off", "warn", "error"):
+            raise ConfigurationError("option fingerprint: use off, warn or error")
+        self.sink = sink_from_options(
+            sink_name, {k: v for k, v in self.options.items() if option_key(k) not in CORE_OPTIONS}
+        )
+        self._ctx: BatchContext | None = None
+        self._prepared: Prepared | None = None
+
+    # -- driver side -------------------------------------------------------------------------
+    def context(self, batch_id: int | None = None) -> BatchContext:
+        raise NotImplementedError
+
+    def arrow_schema(self) -> pa.Schema:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(self.spark_schema, timezone="UTC")
+
+    def pm(self) -> Any:
+        return plugin_manager(self.sink, driver_plugins(()))
+
+    def prepared(self) -> tuple[BatchContext, Prepared]:
+        if self._prepared is None:
+            self._ctx = self.context()
+            self._prepared = prepare(
+                self.pm(), self._ctx, self.arrow_schema(), fingerprint="off", sink=self.sink
+            )
+        assert self._ctx is not None
+        return self._ctx, self._prepared
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickling happens exactly once per batch: when the planning worker ships this writer to
+        # the executors. That is the moment to run the driver half of the protocol.
+        self.prepared()
+        return self.__dict__
+
+    # -- executor side -----------------------------------------------------------------------
+    def _write(self, batches: Iterator[pa.RecordBatch]) -> EosinkCommitMessage:
+        from pyspark import TaskContext
+
+        ctx, prepared = self.prepared()
+        task = TaskContext.get()
+        self.check_task(ctx, task)
+        if prepared.skipped is not None:
+            for _ in batches:  # already committed: read nothing into the target
+                pass
+            return EosinkCommitMessage(ctx, prepared, None)
+        result = WriteTask(
+            self.sink, ctx, prepared.state, fingerprint=self.fingerprint != "off"
+        )(task.partitionId(), task.attemptNumber(), batches)
+        return EosinkCommitMessage(ctx, prepared, result)
+
+    def check_task(self, ctx: BatchContext, task: Any) -> None:
+        pass
+
+    # -- commit side (a fresh process) -------------------------------------------------------
+    def _commit(self, messages: list[EosinkCommitMessage | None], batch_id: int | None) -> None:
+        if any(m is None for m in messages):
+            raise RuntimeError(f"{self.sink_name}: a write task failed; batch not committed")
+        present = [m for m in messages if m is not None]
+        if present:
+            ctx, prepared = present[0].ctx, present[0].prepared
+        else:  # no partitions at all: run the driver half here
+            self._ctx, self._prepared = None, None
+            ctx, prepared = self.prepared()
+        if prepared.skipped is not None:
+            return
+        finish(
+            self.pm(),
+            ctx,
+            prepared.state,
+            [m.result for m in present],
+            fingerprint=self.fingerprint != "off",
+        )
+
+    def _abort(self, messages: list[EosinkCommitMessage | None]) -> None:
+        present = [m for m in messages if m is not None]
+        if not present or present[0].prepared.skipped is not None:
+            return
+        ctx, prepared = present[0].ctx, present[0].prepared
+        abort_quietly(
+            self.pm(), ctx, prepared.state, [m.result.message if m.result else None for m in present]
+        )
+
+
+class EosinkStreamWriter(_EosinkWriter, DataSourceStreamArrowWriter):
+    """Micro-batches: batch id from the checkpoint, query id from its metadata."""
+
+    def context(self, batch_id: int | None = None) -> BatchContext:
+        checkpoint = self.options.get("checkpointlocation")
+        if not checkpoint:
+            raise ConfigurationError(
+                f"eosink-{self.sink_name}: set option checkpointLocation on the query"
+            )
+        running, query_id = stream_position(checkpoint)
+        return BatchContext(
+            sink=self.sink_name,
+            writer_id=str(self.writer_id),
+            batch_id=running if batch_id is None else batch_id,
+            kind="stream",
+            mode="complete" if self.overwrite else "append",
+            query_id=query_id,
+            checkpoint=checkpoint,
+        )
+
+    def check_task(self, ctx: BatchContext, task: Any) -> None:
+        spark_batch = task.getLocalProperty("streaming.sql.batchId") if task else None
+        if spark_batch is not None and int(spark_batch) != ctx.batch_id:
+            raise RuntimeError(
+                f"{ctx.label}: Spark runs batch {spark_batch} but the checkpoint's offset log "
+                f"said {ctx.batch_id}; refusing to write under the wrong batch id"
+            )
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> EosinkCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
+        self._commit(messages, batchId)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
+        self._abort(messages)
+
+
+class EosinkBatchWriter(_EosinkWriter, DataSourceArrowWriter):
+    """Batch jobs: the version option plays the batch id (seed 002)."""
+
+    def context(self, batch_id: int | None = None) -> BatchContext:
+        version = self.options.get("version")
+        if version is None or not str(version).isdigit():
+            raise ConfigurationError(
+                f"eosink-{self.sink_name}: a batch write needs .option('version', N), a "
+                "non-negative integer that orders this job's runs; versions at or below the last "
+                "committed one of this writerId are skipped"
+            )
+        return BatchContext(
+            sink=self.sink_name,
+            writer_id=str(self.writer_id),
+            batch_id=int(version),
+            kind="batch",
+            mode="complete" if self.overwrite else "append",
+        )
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> EosinkCommitMessage:
+        return self._write(iterator)
+
+    def commit(self, messages: list[Any]) -> None:
+        self._commit(messages, None)
+
+    def abort(self, messages: list[Any]) -> None:
+        self._abort(messages)
+
+
+class EosinkDataSource(DataSource):
+    """Base of the per-sink data sources; ``sink_name`` is set on each generated subclass."""
+
+    sink_name = ""
+
+    @classmethod
+    def name(cls) -> str:
+        return f"eosink-{cls.sink_name}"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> EosinkStreamWriter:  # noqa: N802
+        return EosinkStreamWriter(self.sink_name, self.options, overwrite, schema)
+
+    def writer(self, schema: Any, overwrite: bool) -> EosinkBatchWriter:
+        return EosinkBatchWriter(self.sink_name, self.options, overwrite, schema)
+
+
+def _class_name(sink_name: str) -> str:
+    return "Eosink" + "".join(p.capitalize() for p in sink_name.replace("_", "-").split("-")) + "DataSource"
+
+
+def _define_data_sources() -> dict[str, type[EosinkDataSource]]:
+    # Module attributes, so that Spark pickles them by reference and executors find them.
+    classes = {}
+    for sink_name in installed_sinks():
+        cls = type(_class_name(sink_name), (EosinkDataSource,), {"sink_name": sink_name})
+        cls.__module__ = __name__
+        globals()[cls.__name__] = cls
+        classes[sink_name] = cls
+    return classes
+
+
+DATA_SOURCES = _define_data_sources()
+
+
+def register(spark: Any) -> list[str]:
+    """Register ``eosink-<name>`` for every installed sink; returns the format names."""
+    for cls in DATA_SOURCES.values():
+        spark.dataSource.register(cls)
+    return [cls.name() for cls in DATA_SOURCES.values()]
+

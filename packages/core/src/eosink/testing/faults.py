@@ -1,0 +1,95 @@
+"""Fault injection for crash tests: a cross-cutting plugin that crashes a batch at a chosen point.
+
+Points between phases are pluggy wrappers; points inside a sink's ``commit`` are the sink's own
+:func:`eosink.crash_point` calls, reached through a crash handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import attrs
+
+from eosink.crash import set_crash_handler
+from eosink.hookspecs import hookimpl
+
+#: The points between phases that ``FaultPlugin`` understands.
+POINTS = (
+    "after_init",  # before any write
+    "mid_write",  # partitions below ``partition`` are written, then one fails
+    "before_commit",  # all writes done
+    "inside_commit",  # at the sink's crash point ``name``
+    "after_commit",  # committed, but Spark never hears of it
+    "task_retry",  # partition ``partition``'s first attempt writes, then fails; Spark retries
+)
+
+
+class InjectedCrash(RuntimeError):
+    """The crash a test asked for."""
+
+
+class RetryableTaskError(RuntimeError):
+    """A task failure that the runner retries (as Spark retries failed tasks)."""
+
+
+@attrs.define
+class FaultPlugin:
+    """Crash at ``point`` (one of :data:`POINTS`); ``partition`` and ``name`` refine it."""
+
+    point: str
+    partition: int = 1
+    name: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.point not in POINTS:
+            raise ValueError(f"unknown fault point {self.point!r}; known: {', '.join(POINTS)}")
+
+    @hookimpl(wrapper=True)
+    def init(self) -> Generator[None, Any, Any]:
+        state = yield
+        if self.point == "after_init":
+            raise InjectedCrash("after init, before write")
+        return state
+
+    @hookimpl(wrapper=True)
+    def write(self, partition_id: int, attempt: int) -> Generator[None, Any, Any]:
+        if self.point == "mid_write" and partition_id >= self.partition:
+            raise InjectedCrash(f"mid-write, partition {partition_id}")
+        message = yield
+        if self.point == "task_retry" and partition_id == self.partition and attempt == 0:
+            raise RetryableTaskError(f"task of partition {partition_id} lost after writing")
+        return message
+
+    @hookimpl(wrapper=True)
+    def commit(self) -> Generator[None, Any, Any]:
+        if self.point == "before_commit":
+            raise InjectedCrash("after write, before commit")
+        if self.point == "inside_commit":
+            set_crash_handler(self._crash_inside)
+        try:
+            result = yield
+        finally:
+            set_crash_handler(None)
+        if self.point == "after_commit":
+            raise InjectedCrash("after commit, before Spark records the batch")
+        return result
+
+    def _crash_inside(self, name: str) -> None:
+        if name == self.name:
+            raise InjectedCrash(f"inside commit at {name}")
+
+
+@attrs.define
+class CrashPointRecorder:
+    """Records the crash points a sink's ``commit`` passes (to crash at each in turn)."""
+
+    seen: list[str] = attrs.field(factory=list)
+
+    @hookimpl(wrapper=True)
+    def commit(self) -> Generator[None, Any, Any]:
+        set_crash_handler(self.seen.append)
+        try:
+            return (yield)
+        finally:
+            set_crash_handler(None)

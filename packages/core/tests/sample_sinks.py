@@ -1,0 +1,66 @@
+"""A minimal in-memory sink for the core's own tests (a store that lives in this process)."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import attrs
+
+import eosink
+from eosink import AlreadyCommitted, Proof, hookimpl
+
+STORES: dict[str, dict] = defaultdict(lambda: {"rows": [], "proofs": {}, "staged": {}})
+LOCK = threading.Lock()
+
+
+@attrs.frozen
+class MemoryOptions:
+    name: str
+    fail_commit: bool = False
+
+
+class MemorySink(eosink.Sink):
+    """Rows and proofs in a dict; commit publishes both under one lock."""
+
+    name = "memory"
+    Options = MemoryOptions
+
+    @property
+    def store(self) -> dict:
+        return STORES[self.options.name]
+
+    @hookimpl
+    def is_committed(self, ctx):
+        proofs = [p for (w, b), p in self.store["proofs"].items() if w == ctx.writer_id]
+        covering = [p for p in proofs if p.batch_id >= ctx.batch_id]
+        return max(covering, key=lambda p: (p.batch_id == ctx.batch_id, p.batch_id), default=None)
+
+    @hookimpl
+    def init(self, ctx):
+        return f"{ctx.writer_id}-{ctx.batch_id}"
+
+    @hookimpl
+    def write(self, state, partition_id, attempt, batches):
+        key = (state, partition_id, attempt)
+        rows = [row for batch in batches for row in batch.to_pylist()]
+        with LOCK:
+            self.store["staged"][key] = rows
+        return key
+
+    @hookimpl
+    def commit(self, ctx, messages, proof: Proof):
+        with LOCK:
+            if any(w == ctx.writer_id and b >= ctx.batch_id for w, b in self.store["proofs"]):
+                raise AlreadyCommitted(ctx.label)
+            if self.options.fail_commit:
+                raise RuntimeError("commit failed")
+            for key in messages:
+                self.store["rows"].extend(self.store["staged"].pop(key))
+            self.store["proofs"][(ctx.writer_id, ctx.batch_id)] = proof
+
+    @hookimpl
+    def abort(self, messages):
+        with LOCK:
+            for key in messages or ():
+                self.store["staged"].pop(key, None)

@@ -1,0 +1,43 @@
+"""Spark's string options map onto typed attrs options, whatever their spelling."""
+
+import attrs
+import pytest
+
+from eosink import ConfigurationError, options_from
+
+
+@attrs.frozen
+class Opts:
+    path: str
+    partition_by: tuple[str, ...] = ()
+    target_file_size: int = 128
+    single_writer: bool = False
+    ratio: float | None = None
+
+
+def test_spark_spellings_and_types():
+    opts = options_from(
+        Opts,
+        {"path": "/x", "partitionby": "day, hour", "targetFileSize": "64", "single-writer": "true"},
+    )
+    assert opts == Opts("/x", ("day", "hour"), 64, True, None)
+
+
+def test_python_values_pass_through():
+    assert options_from(Opts, {"path": "/x", "partition_by": ("a",)}).partition_by == ("a",)
+
+
+def test_unknown_option_lists_known_ones():
+    with pytest.raises(ConfigurationError, match=r"unknown option 'pth'; known options: .*path"):
+        options_from(Opts, {"pth": "/x"}, sink="files")
+
+
+def test_missing_mandatory_option():
+    with pytest.raises(ConfigurationError, match="path"):
+        options_from(Opts, {}, sink="files")
+
+
+@pytest.mark.parametrize(("name", "value"), [("target_file_size", "big"), ("single_writer", "maybe")])
+def test_unreadable_values(name, value):
+    with pytest.raises(ConfigurationError, match=name):
+        options_from(Opts, {"path": "/x", name: value})

@@ -1,0 +1,89 @@
+"""The driver-side protocol: skip rule, abort on failure, identity checks, fan-out."""
+
+import itertools
+
+import pyarrow as pa
+import pytest
+from sample_sinks import STORES, MemorySink
+
+from eosink import BatchContext, CheckpointMismatchError, MissingWriterIdError, hookimpl, run_batch
+from eosink.testing import LocalRunner
+from eosink.testing.conformance import SinkConformance
+
+names = (f"store-{n}" for n in itertools.count())
+
+
+def rows(*ids):
+    return [[pa.record_batch({"id": pa.array(list(ids), pa.int64())})]]
+
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+class TestMemorySinkConformance(SinkConformance):
+    """The kit runs in the core itself against the in-memory sink."""
+
+    @pytest.fixture
+    def make_sink(self):
+        name = next(names)
+        return lambda: MemorySink(name=name)
+
+    @pytest.fixture
+    def read_rows(self, make_sink):
+        return lambda: STORES[make_sink().options.name]["rows"]
+
+
+def test_failed_commit_aborts_and_reraises():
+    sink = MemorySink(name=next(names), fail_commit=True)
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    with pytest.raises(RuntimeError, match="commit failed"):
+        run_batch(sink, ctx, SCHEMA, LocalRunner(rows(1, 2)))
+    assert STORES[sink.options.name]["staged"] == {} and STORES[sink.options.name]["rows"] == []
+
+
+def test_abort_failure_never_hides_the_original_error():
+    class BadAbort:
+        @hookimpl(tryfirst=True)
+        def abort(self):
+            raise OSError("cleanup failed")
+
+    sink = MemorySink(name=next(names), fail_commit=True)
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    with pytest.raises(RuntimeError, match="commit failed"):
+        run_batch(sink, ctx, SCHEMA, LocalRunner(rows(1)), plugins=[BadAbort()])
+
+
+def test_missing_writer_id_is_an_error_that_says_what_to_do():
+    ctx = BatchContext(sink="memory", writer_id="", batch_id=0)
+    with pytest.raises(MissingWriterIdError, match="choose a stable one"):
+        run_batch(MemorySink(name=next(names)), ctx, SCHEMA, LocalRunner(rows(1)))
+
+
+def test_new_checkpoint_explains_how_to_proceed():
+    sink = MemorySink(name=next(names))
+    first = BatchContext(sink="memory", writer_id="w", batch_id=3, query_id="q1", checkpoint="/c1")
+    run_batch(sink, first, SCHEMA, LocalRunner(rows(1)))
+    restarted = BatchContext(sink="memory", writer_id="w", batch_id=0, query_id="q2", checkpoint="/c2")
+    with pytest.raises(CheckpointMismatchError) as error:
+        run_batch(sink, restarted, SCHEMA, LocalRunner(rows(1)))
+    text = str(error.value)
+    assert "/c1" in text and "/c2" in text and "original checkpoint" in text and "new writer id" in text
+    # past the old output, a new checkpoint just writes on
+    later = BatchContext(sink="memory", writer_id="w", batch_id=4, query_id="q2", checkpoint="/c2")
+    assert run_batch(sink, later, SCHEMA, LocalRunner(rows(2))).status == "committed"
+
+
+def test_fan_out_each_sink_exactly_once_on_its_own():
+    """The second sink fails; on replay the first skips and the second writes."""
+    first, second = MemorySink(name=next(names)), MemorySink(name=next(names), fail_commit=True)
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    assert run_batch(first, ctx, SCHEMA, LocalRunner(rows(1, 2))).status == "committed"
+    with pytest.raises(RuntimeError):
+        run_batch(second, ctx, SCHEMA, LocalRunner(rows(1, 2)))
+    repaired = MemorySink(name=second.options.name)
+    outcomes = [run_batch(s, ctx, SCHEMA, LocalRunner(rows(1, 2))) for s in (first, repaired)]
+    assert [o.status for o in outcomes] == ["skipped", "committed"]
+    assert STORES[first.options.name]["rows"] == STORES[second.options.name]["rows"] == [
+        {"id": 1},
+        {"id": 2},
+    ]

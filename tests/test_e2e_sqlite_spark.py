@@ -1,0 +1,212 @@
+"""End to end on local Spark: both front doors, a query killed mid-batch and restarted.
+
+A file-source stream (one file per micro-batch, so a replay re-reads the same rows) goes
+through a transformation that crashes once inside a batch while other tasks of that batch
+already wrote. The restarted query replays the batch; the sqlite example's table must then hold
+exactly the source rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from eosink_sqlite.sink import read_rows
+from pyspark.errors import StreamingQueryException
+
+import eosink
+
+FILES, ROWS_PER_FILE, CRASH_ID = 4, 200, 2_150  # the crash hits the third micro-batch
+
+
+def write_source(folder):
+    os.makedirs(folder)
+    for n in range(FILES):
+        with open(os.path.join(folder, f"part-{n}.json"), "w") as f:
+            for i in range(ROWS_PER_FILE):
+                f.write(json.dumps({"id": n * 1000 + i, "name": f"r{n}-{i}"}) + "\n")
+    return [n * 1000 + i for n in range(FILES) for i in range(ROWS_PER_FILE)]
+
+
+def crash_once(marker: str):
+    """A transformation that fails the task holding CRASH_ID while ``marker`` exists."""
+
+    def apply(batches):
+        for batch in batches:
+            if os.path.exists(marker) and CRASH_ID in batch.column("id").to_pylist():
+                os.remove(marker)
+                raise RuntimeError("injected crash mid-batch")
+            yield batch
+
+    return apply
+
+
+def stream(spark, source, marker):
+    df = (
+        spark.readStream.schema("id long, name string")
+        .option("maxFilesPerTrigger", 1)
+        .json(source)
+        .repartition(2)
+    )
+    return df.mapInArrow(crash_once(marker), df.schema)
+
+
+def run_twice(start):
+    """Start the query; it must crash; start it again from the same checkpoint; it finishes."""
+    with pytest.raises(StreamingQueryException, match="injected crash"):
+        start().awaitTermination()
+    start().awaitTermination()
+
+
+def assert_exactly(rows, expected_ids):
+    held = Counter(r["id"] for r in rows)
+    assert sorted(held.elements()) == sorted(expected_ids), (
+        f"duplicates: {[i for i, n in held.items() if n > 1][:5]}, "
+        f"lost: {sorted(set(expected_ids) - set(held))[:5]}"
+    )
+
+
+def test_foreach_batch_killed_mid_batch_and_restarted(spark, tmp_path):
+    expected = write_source(str(tmp_path / "in"))
+    marker = tmp_path / "armed"
+    marker.touch()
+    target = str(tmp_path / "out.db")
+    writer = eosink.foreach_batch(eosink.sink("sqlite", path=target), writer_id="orders")
+
+    def start():
+        return (
+            stream(spark, str(tmp_path / "in"), str(marker))
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    run_twice(start)
+    assert not marker.exists()
+    assert_exactly(read_rows(target), expected)
+    assert writer.committed == FILES
+
+
+def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
+    """Committed, but Spark never recorded it: the replay is skipped, not written twice."""
+    expected = write_source(str(tmp_path / "in"))
+    target = str(tmp_path / "out.db")
+
+    class CrashAfterCommitOnce:
+        fired = False
+
+        @eosink.hookimpl(wrapper=True)
+        def commit(self, ctx):
+            result = yield
+            if ctx.batch_id == 1 and not CrashAfterCommitOnce.fired:
+                CrashAfterCommitOnce.fired = True
+                raise RuntimeError("injected crash after commit")
+            return result
+
+    writer = eosink.foreach_batch(
+        eosink.sink("sqlite", path=target), writer_id="orders", plugins=[CrashAfterCommitOnce()]
+    )
+
+    def start():
+        return (
+            spark.readStream.schema("id long, name string")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(tmp_path / "in"))
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    with pytest.raises(StreamingQueryException, match="after commit"):
+        start().awaitTermination()
+    start().awaitTermination()
+    assert_exactly(read_rows(target), expected)
+    assert [o.status for o in writer.outcomes].count("skipped") == 1
+
+
+def test_data_source_killed_mid_batch_and_restarted(spark, tmp_path):
+    expected = write_source(str(tmp_path / "in"))
+    marker = tmp_path / "armed"
+    marker.touch()
+    target = str(tmp_path / "out.db")
+    assert "eosink-sqlite" in eosink.register_data_sources(spark)
+
+    def start():
+        return (
+            stream(spark, str(tmp_path / "in"), str(marker))
+            .writeStream.format("eosink-sqlite")
+            .option("writerId", "orders")
+            .option("path", target)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    run_twice(start)
+    assert_exactly(read_rows(target), expected)
+    proofs = read_rows(target, "_eosink_commits")
+    assert sorted(p["batch_id"] for p in proofs) == list(range(FILES))
+
+
+def test_data_source_without_writer_id_fails_clearly(spark, tmp_path):
+    write_source(str(tmp_path / "in"))
+    eosink.register_data_sources(spark)
+    query = (
+        spark.readStream.schema("id long, name string")
+        .json(str(tmp_path / "in"))
+        .writeStream.format("eosink-sqlite")
+        .option("path", str(tmp_path / "out.db"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match="no writer id given"):
+        query.awaitTermination()
+    assert read_rows(str(tmp_path / "out.db")) == []
+
+
+def test_new_checkpoint_on_old_output_fails_clearly(spark, tmp_path):
+    write_source(str(tmp_path / "in"))
+    target = str(tmp_path / "out.db")
+    writer = eosink.foreach_batch(eosink.sink("sqlite", path=target), writer_id="orders")
+
+    def start(checkpoint):
+        return (
+            spark.readStream.schema("id long, name string")
+            .json(str(tmp_path / "in"))
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    start("ckpt-1").awaitTermination()
+    with pytest.raises(StreamingQueryException, match="new writer id"):
+        start("ckpt-2").awaitTermination()
+
+
+def test_batch_job_versions_through_both_apis(spark, tmp_path):
+    """Seed 002 with Spark: dailyETL 23424 writes, 23422 is skipped, anotherETL writes."""
+    target = str(tmp_path / "out.db")
+    df = spark.createDataFrame(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}).to_pandas())
+    sqlite = eosink.sink("sqlite", path=target)
+    statuses = [
+        eosink.write_batch(df, sqlite, writer_id="dailyETL", version=v)[0].status
+        for v in (23424, 23422)
+    ]
+    eosink.register_data_sources(spark)
+    (
+        df.write.format("eosink-sqlite")
+        .option("writerId", "anotherETL")
+        .option("version", 23424)
+        .option("path", target)
+        .mode("append")
+        .save()
+    )
+    assert statuses == ["committed", "skipped"]
+    assert sorted(r["id"] for r in read_rows(target)) == [1, 1, 2, 2, 3, 3]
