@@ -1,0 +1,60 @@
+"""Shared YT code: schema mapping, value conversion, credentials kept out of reprs, unit retries."""
+
+import datetime
+import pickle
+
+import pyarrow as pa
+import pytest
+from eosink_yt_common import YtConnection, key_columns, retry_unit, yt_rows, yt_schema
+from yt.wrapper.errors import YtTabletTransactionLockConflict
+
+from eosink import ConfigurationError
+
+
+def test_schema_puts_keys_first_and_maps_spark_types():
+    schema = pa.schema(
+        [("v", pa.float64()), ("k", pa.int64()), ("s", pa.string()), ("d", pa.date32()),
+         ("t", pa.timestamp("us", tz="Etc/UTC")), ("b", pa.bool_())]
+    )
+    converted = yt_schema(schema, ["k"])
+    assert [c["name"] for c in converted] == ["k", "v", "s", "d", "t", "b"]
+    assert [c["type"] for c in converted] == ["int64", "double", "string", "date", "timestamp", "boolean"]
+    assert key_columns(converted) == ["k"]
+
+
+def test_unmapped_type_and_unknown_key_are_clear_errors():
+    with pytest.raises(ConfigurationError, match="cast it"):
+        yt_schema(pa.schema([("m", pa.map_(pa.string(), pa.int64()))]))
+    with pytest.raises(ConfigurationError, match="key columns"):
+        yt_schema(pa.schema([("a", pa.int64())]), ["b"])
+
+
+def test_rows_carry_microseconds_and_days():
+    batch = pa.record_batch(
+        {
+            "t": pa.array([datetime.datetime(1970, 1, 1, 0, 0, 1)], pa.timestamp("us", tz="UTC")),
+            "d": pa.array([datetime.date(1970, 1, 3)], pa.date32()),
+            "s": pa.array([None], pa.string()),
+        }
+    )
+    assert yt_rows(batch) == [{"t": 1_000_000, "d": 2, "s": None}]
+
+
+def test_token_is_never_in_repr_but_survives_pickling():
+    connection = YtConnection(proxy="localhost:1", token="AQAD-secret")
+    assert "AQAD" not in repr(connection)
+    assert pickle.loads(pickle.dumps(connection)).token == "AQAD-secret"
+
+
+def test_retry_unit_retries_retriable_errors_only():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise YtTabletTransactionLockConflict({"code": 1700, "message": "conflict"})
+        return "done"
+
+    assert retry_unit(flaky, what="test", pause_s=0) == "done" and len(calls) == 3
+    with pytest.raises(ValueError):
+        retry_unit(lambda: (_ for _ in ()).throw(ValueError("bad")), what="test", pause_s=0)
