@@ -5,6 +5,8 @@ the messages they exchange (:mod:`eosink.model`), sink discovery (:func:`sink`),
 front doors (:func:`foreach_batch`, :func:`write_batch`, :func:`register_data_sources`).
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from eosink.crash import crash_point
 from eosink.errors import (
     AlreadyCommitted,
@@ -26,7 +28,10 @@ from eosink.base import Sink
 from eosink.spark import foreach_batch, write_batch
 from eosink.spark import register as register_data_sources
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("eosink") or "0+unknown"
+except PackageNotFoundError:  # not installed: running from the source tree
+    __version__ = "0+unknown"
 
 __all__ = [
     "AlreadyCommitted",

@@ -7,6 +7,7 @@ a failure in the second leaves the first committed, and the replay skips it ther
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,40 +49,52 @@ class ForeachBatchWriter:
     fingerprint: FingerprintMode = "off"
     plugins: tuple[Any, ...] = ()
     executor_plugins: tuple[Any, ...] = ()
-    outcomes: list[BatchOutcome] = attrs.field(factory=list)
+    #: The most recent outcomes (bounded: a stream runs for ever), and counts of all of them.
+    outcomes: deque[BatchOutcome] = attrs.field(factory=lambda: deque(maxlen=1000))
+    counts: dict[str, int] = attrs.field(factory=lambda: {"committed": 0, "skipped": 0})
 
     def __call__(self, df: Any, batch_id: int) -> None:
         query_id, checkpoint = _query_identity(df)
         schema = arrow_schema(df)
+        fan_out = len(self.sinks) > 1
+        if fan_out:  # every sink reads the batch: compute it once
+            df = df.persist()
+        try:
+            self._run(df, int(batch_id), schema, query_id, checkpoint)
+        finally:
+            if fan_out:
+                df.unpersist()
+
+    def _run(self, df: Any, batch_id: int, schema: Any, query_id: Any, checkpoint: Any) -> None:
         for sink in self.sinks:
             ctx = BatchContext(
                 sink=sink.name,
                 writer_id=self.writer_id,
-                batch_id=int(batch_id),
+                batch_id=batch_id,
                 kind="stream",
                 mode=self.mode,
                 query_id=query_id,
                 checkpoint=checkpoint,
             )
-            self.outcomes.append(
-                run_batch(
-                    sink,
-                    ctx,
-                    schema,
-                    spark_run_writes(df),
-                    plugins=self.plugins,
-                    executor_plugins=self.executor_plugins,
-                    fingerprint=self.fingerprint,
-                )
+            outcome = run_batch(
+                sink,
+                ctx,
+                schema,
+                spark_run_writes(df),
+                plugins=self.plugins,
+                executor_plugins=self.executor_plugins,
+                fingerprint=self.fingerprint,
             )
+            self.outcomes.append(outcome)
+            self.counts[outcome.status] += 1
 
     @property
     def skipped(self) -> int:
-        return sum(o.status == "skipped" for o in self.outcomes)
+        return self.counts["skipped"]
 
     @property
     def committed(self) -> int:
-        return sum(o.status == "committed" for o in self.outcomes)
+        return self.counts["committed"]
 
 
 def _checked(sinks: Iterable[Any], writer_id: str | None) -> tuple[Any, ...]:

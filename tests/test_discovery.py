@@ -1,0 +1,25 @@
+"""Sinks are found by name through their entry points; wrong names get errors that help."""
+
+import pytest
+
+import eosink
+from eosink import UnknownSinkError
+from eosink.registry import sink_class
+
+
+def test_sink_by_name_comes_from_its_entry_point(tmp_path):
+    sqlite = eosink.sink("sqlite", path=str(tmp_path / "t.db"))
+    assert type(sqlite).__module__ == "eosink_sqlite.sink" and sqlite.name == "sqlite"
+
+
+def test_unknown_sink_name_lists_the_installed_ones():
+    with pytest.raises(UnknownSinkError) as error:
+        sink_class("sqlight")
+    assert "unknown sink 'sqlight'" in str(error.value)
+    for name in ("files", "delta", "sqlite", "yt-dynamic", "yt-static"):
+        assert name in str(error.value)
+
+
+def test_unknown_option_of_a_real_sink_lists_its_options(tmp_path):
+    with pytest.raises(eosink.ConfigurationError, match=r"unknown option 'tabel'.*table"):
+        eosink.sink("sqlite", path=str(tmp_path / "t.db"), tabel="x")
