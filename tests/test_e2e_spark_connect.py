@@ -1,0 +1,129 @@
+"""Both front doors through Spark Connect: a local Connect server, a client in another process.
+
+The client runs in a subprocess of its own because a process holds either a classic or a
+Connect session, and the other Spark tests share this process's classic one. The server's
+Python workers import eosink and the sinks from this test's environment (PYTHONPATH), as a
+real deployment installs them into the server's environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from eosink_sqlite.sink import read_rows
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def connect_server(tmp_path):
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__)
+    port = free_port()
+    for folder in ("logs", "pids", "conf", "work"):
+        (tmp_path / folder).mkdir()
+    env = dict(
+        os.environ,
+        SPARK_HOME=home,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(tmp_path / "logs"),
+        SPARK_PID_DIR=str(tmp_path / "pids"),
+        SPARK_CONF_DIR=str(tmp_path / "conf"),
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+    )
+    server = subprocess.Popen(
+        [
+            os.path.join(home, "bin", "spark-submit"),
+            "--class",
+            "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            f"spark.connect.grpc.binding.port={port}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            f"spark.local.dir={tmp_path / 'work'}",
+            "--conf",
+            f"spark.driver.extraJavaOptions=-Duser.home={tmp_path / 'work'}",
+            "spark-internal",
+        ],
+        env=env,
+        stdout=open(tmp_path / "server.log", "w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"Spark Connect server did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}", env
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+CLIENT = textwrap.dedent(
+    """
+    import sys
+    from pyspark.sql import SparkSession
+    import eosink
+
+    remote, source, root = sys.argv[1:4]
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    df = spark.readStream.schema("id long, name string").option("maxFilesPerTrigger", 1).json(source)
+
+    writer = eosink.foreach_batch(eosink.sink("sqlite", path=root + "/fb.db"), writer_id="orders")
+    for _ in range(2):  # the second run finds nothing new: Spark's own checkpoint at work
+        df.writeStream.foreachBatch(writer).option("checkpointLocation", root + "/ck-fb") \\
+            .trigger(availableNow=True).start().awaitTermination()
+
+    eosink.register_data_sources(spark)
+    df.writeStream.format("eosink-sqlite").option("writerId", "orders") \\
+        .option("path", root + "/ds.db").option("checkpointLocation", root + "/ck-ds") \\
+        .trigger(availableNow=True).start().awaitTermination()
+    spark.stop()
+    """
+)
+
+
+def test_both_front_doors_through_spark_connect(connect_server, tmp_path):
+    remote, env = connect_server
+    source = tmp_path / "in"
+    source.mkdir()
+    expected = []
+    for n in range(3):
+        with open(source / f"part-{n}.json", "w") as f:
+            for i in range(100):
+                expected.append(n * 1000 + i)
+                f.write(json.dumps({"id": n * 1000 + i, "name": f"r{i}"}) + "\n")
+    run = subprocess.run(
+        [sys.executable, "-c", CLIENT, remote, str(source), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    for db in ("fb.db", "ds.db"):
+        assert sorted(r["id"] for r in read_rows(str(tmp_path / db))) == sorted(expected), db
