@@ -1,0 +1,1 @@
+"""eosink's quickstart: a streaming job into a local folder, killed and restarted, exactly once."""

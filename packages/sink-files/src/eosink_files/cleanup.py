@@ -1,0 +1,137 @@
+"""Orphan cleanup: delete part files of failed attempts that no manifest lists.
+
+A task attempt writes its part files before the commit lists them; when the attempt fails
+(crash, retry, speculation, lost commit race) its files stay behind, invisible to Spark's
+reader but taking space. ``cleanup`` deletes them, with three safety rules:
+
+* only files named like part files (``part-*``) are candidates; anything else (a stray file a
+  user dropped, ``_SUCCESS``, hidden files) is reported, never deleted;
+* a file younger than ``older_than_s`` is kept: a live writer may still publish it (set the
+  threshold above your longest batch);
+* the folder is listed *before* the log is read, so a file committed meanwhile is seen as
+  committed.
+
+Run it from Python (``eosink_files.cleanup(path, dry_run=False)``) or the command line::
+
+    python -m eosink_files.cleanup /data/orders --older-than-hours 24          # dry run
+    python -m eosink_files.cleanup /data/orders --older-than-hours 24 --delete
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import attrs
+import structlog
+
+from eosink_files.log import LOG_DIR
+from eosink_files.reader import _store, read_log
+
+log = structlog.get_logger("eosink.files")
+
+DEFAULT_OLDER_THAN_S = 24 * 3600.0
+
+
+@attrs.frozen
+class CleanupReport:
+    """What a cleanup found (and, unless a dry run, deleted)."""
+
+    orphans: tuple[str, ...]  # relative paths of unlisted part files old enough to delete
+    orphan_bytes: int
+    young: tuple[str, ...]  # unlisted part files kept because a writer may still publish them
+    foreign: tuple[str, ...]  # unlisted files that are not part files: reported, never deleted
+    deleted: bool
+
+    def summary(self) -> str:
+        verb = "deleted" if self.deleted else "would delete"
+        return (
+            f"{verb} {len(self.orphans)} orphan file(s), {self.orphan_bytes} bytes; kept "
+            f"{len(self.young)} recent unlisted file(s); {len(self.foreign)} foreign file(s) "
+            "left alone"
+        )
+
+
+def cleanup(
+    path: str,
+    *,
+    older_than_s: float = DEFAULT_OLDER_THAN_S,
+    dry_run: bool = True,
+    compact_interval: int = 10,
+) -> CleanupReport:
+    """Find (and unless ``dry_run``, delete) part files of ``path`` that the log does not list."""
+    if older_than_s < 0:
+        raise ValueError("older_than_s must be >= 0")
+    store = _store(path)
+    listed_files = list(store.walk(""))  # before reading the log: see the module's rules
+    temps = [
+        (f"{LOG_DIR}/{name}", *store.stat(f"{LOG_DIR}/{name}"))
+        for name, is_dir in store.listdir(LOG_DIR)
+        if not is_dir and name.startswith(".") and name.endswith(".tmp")
+    ]
+    state = read_log(path, compact_interval)
+    committed = {f.relpath for f in state.files}
+    cutoff = (time.time() - older_than_s) * 1000
+    orphans, young, foreign = [], [], []
+    size = 0
+    for relpath, nbytes, mtime in [*listed_files, *temps]:
+        base = relpath.rsplit("/", 1)[-1]
+        if relpath in committed:
+            continue
+        is_temp = relpath.startswith(f"{LOG_DIR}/")
+        if not is_temp and (not base.startswith("part-") or base.startswith((".", "_"))):
+            if not base.startswith((".", "_")):
+                foreign.append(relpath)
+            continue
+        if mtime > cutoff:
+            young.append(relpath)
+            continue
+        orphans.append(relpath)
+        size += nbytes
+    if not dry_run:
+        for relpath in orphans:
+            store.delete(relpath)
+    report = CleanupReport(tuple(orphans), size, tuple(young), tuple(foreign), not dry_run)
+    log.info(
+        "files.cleanup",
+        orphans=len(orphans),
+        orphan_bytes=size,
+        young=len(young),
+        foreign=len(foreign),
+        dry_run=dry_run,
+    )
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m eosink_files.cleanup",
+        description="Delete part files of failed attempts that the folder's log does not list.",
+    )
+    parser.add_argument("path", help="the sink folder (local path or fsspec URL)")
+    parser.add_argument(
+        "--older-than-hours",
+        type=float,
+        default=DEFAULT_OLDER_THAN_S / 3600,
+        help="keep unlisted files younger than this; set above your longest batch (default 24)",
+    )
+    parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
+    parser.add_argument("--compact-interval", type=int, default=10)
+    args = parser.parse_args(argv)
+    report = cleanup(
+        args.path,
+        older_than_s=args.older_than_hours * 3600,
+        dry_run=not args.delete,
+        compact_interval=args.compact_interval,
+    )
+    for relpath in report.orphans:
+        print(("deleted  " if report.deleted else "orphan   ") + relpath)
+    for relpath in report.foreign:
+        print("foreign  " + relpath)
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

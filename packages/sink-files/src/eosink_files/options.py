@@ -1,0 +1,127 @@
+"""The options of the ``files`` sink, from Python keywords or Spark's string options."""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+
+from eosink import ConfigurationError
+
+FORMATS = ("parquet", "json", "csv")
+
+#: Codecs per format, as users spell them; Spark's reader handles each of these.
+COMPRESSIONS = {
+    "parquet": ("snappy", "zstd", "gzip", "lz4", "none"),
+    "json": ("none", "gzip"),
+    "csv": ("none", "gzip"),
+}
+DEFAULT_COMPRESSION = {"parquet": "snappy", "json": "none", "csv": "none"}
+
+MiB = 1 << 20
+
+
+def _location(path: str) -> str:
+    """The folder as every process must see it: an absolute local path or a URL.
+
+    A relative path is resolved here, once, so that executors and the fresh Python workers of
+    the data-source front door (whose working directory may differ) reach the same folder.
+    """
+    if not path or not str(path).strip():
+        raise ConfigurationError("sink 'files': option path is empty; set it to the output folder")
+    path = str(path).strip()
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    elif path.startswith("file:"):
+        path = path[len("file:") :]
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.abspath(path)
+
+
+def _names(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return tuple(str(v) for v in value)  # type: ignore[attr-defined]
+
+
+def _lower(value: object) -> str:
+    return str(value).strip().lower()
+
+
+def _compression(value: object) -> str | None:
+    if value is None:
+        return None
+    text = _lower(value)
+    return {"uncompressed": "none", "": "none", "gz": "gzip", "lz4_raw": "lz4"}.get(text, text)
+
+
+@attrs.frozen
+class FilesOptions:
+    """Options of the ``files`` sink.
+
+    ``path``: the output folder (local path, ``file://`` or any fsspec URL such as
+    ``memory://``, ``s3://``). ``format``: ``parquet`` (default), ``json`` (JSON lines) or
+    ``csv``. ``partition_by``: Hive-style partition columns (Spark's ``partitionBy``).
+    ``compression``: the codec (default snappy for Parquet, none for JSON and CSV).
+    ``target_file_size``: a part file is closed and a new one started once it holds this many
+    bytes. ``row_group_size``: rows per Parquet row group (batches are buffered up to it).
+    ``compact_interval``: every this many log entries one is a ``.compact`` holding the whole
+    list; it must equal the readers' ``spark.sql.streaming.fileSink.log.compactInterval``
+    (10 by default). ``single_writer``: accept a filesystem that cannot create a file
+    atomically-if-absent, on the promise that one query at a time writes the folder.
+    ``log_cleanup_delay_s``: log entries made obsolete by a compaction are deleted after this
+    delay (readers in flight may still need them); a negative value keeps them forever.
+    ``csv_header``: write a header line in CSV files.
+    """
+
+    path: str = attrs.field(converter=_location)
+    format: str = attrs.field(default="parquet", converter=_lower)
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    compression: str | None = attrs.field(default=None, converter=_compression)
+    target_file_size: int = 1024 * MiB
+    row_group_size: int = 1_048_576
+    compact_interval: int = 10
+    single_writer: bool = False
+    log_cleanup_delay_s: float = 600.0
+    csv_header: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ConfigurationError(
+                f"sink 'files': unknown format {self.format!r}; use one of {', '.join(FORMATS)} "
+                "(e.g. .option('format', 'parquet'))"
+            )
+        if self.compression is not None and self.compression not in COMPRESSIONS[self.format]:
+            raise ConfigurationError(
+                f"sink 'files': compression {self.compression!r} is not available for "
+                f"{self.format}; use one of {', '.join(COMPRESSIONS[self.format])}"
+            )
+        for name, value, low in (
+            ("target_file_size", self.target_file_size, 1),
+            ("row_group_size", self.row_group_size, 1),
+            ("compact_interval", self.compact_interval, 1),
+        ):
+            if value < low:
+                raise ConfigurationError(
+                    f"sink 'files': option {name} must be >= {low}, got {value}"
+                )
+        seen = set()
+        for column in self.partition_by:
+            if column in seen:
+                raise ConfigurationError(
+                    f"sink 'files': partition column {column!r} is given twice in partition_by"
+                )
+            seen.add(column)
+            if column in ("", ".", "..") or "/" in column or "\\" in column or "\x00" in column:
+                raise ConfigurationError(
+                    f"sink 'files': partition column name {column!r} cannot name a folder level "
+                    "(it contains '/' or is '.' or '..'); rename the column, e.g. "
+                    "df.withColumnRenamed(old, 'day')"
+                )
+
+    @property
+    def codec(self) -> str:
+        return self.compression or DEFAULT_COMPRESSION[self.format]

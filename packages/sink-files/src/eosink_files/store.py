@@ -1,0 +1,321 @@
+"""Where the files go: the local filesystem or any fsspec filesystem, behind one small API.
+
+Everything is addressed by a path relative to the sink's folder (POSIX separators). The one
+operation that needs care is :meth:`Store.publish`: create a file with its full content, only if
+it does not exist yet, so that a reader never sees a partial file and two writers never both
+believe they wrote it.
+
+* local files: write a temporary file, ``fsync``, then ``os.link`` it to its name (fails if
+  the name exists), then remove the temporary name;
+* ``memory://``: the store lives in this process; a lock makes check-and-create atomic;
+* object stores with a conditional create (S3 ``If-None-Match``, GCS ``ifGenerationMatch=0``,
+  Azure ``overwrite=False``): fsspec's exclusive mode ``"xb"``, uploaded on close;
+* any other filesystem cannot publish atomically: refused unless the user promises a single
+  writer (``single_writer=true``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from eosink import ConfigurationError
+
+#: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.
+CONDITIONAL_CREATE = {"s3", "s3a", "gcs", "gs", "abfs", "abfss", "az"}
+
+#: Characters kept as they are in a manifest path (RFC 3986 pchar plus "/"), as Hadoop's
+#: ``Path.toUri`` does: everything else is percent-encoded, "%" included.
+URI_SAFE = "/:@!$&'()*+,;=-._~"
+
+_memory_lock = threading.Lock()
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user info (credentials never reach a log line or an error)."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        return parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")).geturl()
+    return url
+
+
+class Store:
+    """A sink folder on some filesystem."""
+
+    location: str  # what the user gave, normalized (absolute path or URL)
+    root_uri: str  # the folder as a URI, the prefix of every manifest path
+
+    def uri(self, relpath: str) -> str:
+        return f"{self.root_uri}/{quote(relpath, safe=URI_SAFE)}"
+
+    def relpath_of(self, uri: str) -> str | None:
+        """The path relative to the folder of a manifest entry's URI, or None if outside it."""
+        mine, theirs = urlsplit(self.root_uri), urlsplit(uri)
+        if (theirs.scheme or "file") != (mine.scheme or "file"):
+            return None
+        root = unquote(mine.netloc + mine.path).rstrip("/") + "/"
+        path = unquote(theirs.netloc + theirs.path)
+        if mine.scheme == "file":  # "file:/x", "file:///x" and "file://host/x" all mean /x here
+            root, path = unquote(mine.path).rstrip("/") + "/", unquote(theirs.path)
+        return path[len(root) :] if path.startswith(root) else None
+
+    # The filesystem operations every store implements.
+    def kind(self) -> str:
+        ...
+
+    def is_file(self, relpath: str = "") -> bool:
+        ...
+
+    def exists(self, relpath: str = "") -> bool:
+        ...
+
+    def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
+        ...  # (name, is_dir)
+
+    def makedirs(self, relpath: str) -> None:
+        ...
+
+    def read_bytes(self, relpath: str) -> bytes:
+        ...
+
+    def open_read(self, relpath: str) -> Any:
+        ...
+
+    def open_write(self, relpath: str) -> Any:
+        ...
+
+    def stat(self, relpath: str) -> tuple[int, int]:
+        ...  # size, mtime in ms
+
+    def delete(self, relpath: str) -> None:
+        ...
+
+    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+        ...
+
+    def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
+        ...  # rel, size, mtime
+
+    def atomic_publish(self) -> bool:
+        return True
+
+
+class LocalStore(Store):
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.root = location
+        self.root_uri = "file://" + quote(location.rstrip("/") or "/", safe=URI_SAFE)
+
+    def kind(self) -> str:
+        return "file"
+
+    def _p(self, relpath: str) -> str:
+        return os.path.join(self.root, relpath) if relpath else self.root
+
+    def is_file(self, relpath: str = "") -> bool:
+        return os.path.isfile(self._p(relpath))
+
+    def exists(self, relpath: str = "") -> bool:
+        return os.path.exists(self._p(relpath))
+
+    def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
+        try:
+            with os.scandir(self._p(relpath)) as entries:
+                return [(e.name, e.is_dir()) for e in entries]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def makedirs(self, relpath: str) -> None:
+        os.makedirs(self._p(relpath), exist_ok=True)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        with open(self._p(relpath), "rb") as f:
+            return f.read()
+
+    def open_read(self, relpath: str) -> Any:
+        return open(self._p(relpath), "rb")
+
+    def open_write(self, relpath: str) -> Any:
+        import pyarrow as pa
+
+        path = self._p(relpath)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return pa.output_stream(path, compression=None, buffer_size=1 << 20)
+
+    def stat(self, relpath: str) -> tuple[int, int]:
+        st = os.stat(self._p(relpath))
+        return st.st_size, int(st.st_mtime * 1000)
+
+    def delete(self, relpath: str) -> None:
+        try:
+            os.unlink(self._p(relpath))
+        except FileNotFoundError:
+            pass
+
+    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+        final = self._p(relpath)
+        folder = os.path.dirname(final)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if crash:
+                crash()
+            try:
+                os.link(tmp, final)  # atomic; fails if the name exists
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
+        base = self._p(relpath)
+        for folder, dirs, files in os.walk(base):
+            dirs[:] = [d for d in dirs if not d.startswith(("_", "."))] if folder == base else dirs
+            for name in files:
+                full = os.path.join(folder, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                yield os.path.relpath(full, self.root), st.st_size, int(st.st_mtime * 1000)
+
+
+class FsspecStore(Store):
+    def __init__(self, location: str) -> None:
+        import fsspec
+
+        self.location = location
+        self.protocol = location.split("://", 1)[0].lower()
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(location)
+        except (ImportError, ValueError) as exc:
+            raise ConfigurationError(
+                f"sink 'files': no filesystem for {safe_url(location)!r} ({exc}); install the "
+                f"fsspec implementation of {self.protocol!r} (e.g. s3fs for s3://, gcsfs for "
+                "gs://, adlfs for abfs://)"
+            ) from None
+        self.root = self.root.rstrip("/")
+        stripped = self.root.lstrip("/")
+        self.root_uri = (
+            f"{self.protocol}://"
+            + ("/" if self.root.startswith("/") else "")
+            + quote(stripped, safe=URI_SAFE)
+        )
+
+    def kind(self) -> str:
+        return self.protocol
+
+    def atomic_publish(self) -> bool:
+        return self.protocol == "memory" or self.protocol in CONDITIONAL_CREATE
+
+    def _p(self, relpath: str) -> str:
+        return f"{self.root}/{relpath}" if relpath else self.root
+
+    def is_file(self, relpath: str = "") -> bool:
+        return self.fs.isfile(self._p(relpath))
+
+    def exists(self, relpath: str = "") -> bool:
+        return self.fs.exists(self._p(relpath))
+
+    def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
+        try:
+            entries = self.fs.ls(self._p(relpath), detail=True, refresh=True)
+        except TypeError:  # filesystems without a refresh flag
+            entries = self.fs.ls(self._p(relpath), detail=True)
+        except FileNotFoundError:
+            return []
+        base = self._p(relpath).rstrip("/")
+        out = []
+        for e in entries:
+            name = e["name"].rstrip("/")
+            if name == base:
+                continue
+            out.append((name.rsplit("/", 1)[-1], e.get("type") == "directory"))
+        return out
+
+    def makedirs(self, relpath: str) -> None:
+        self.fs.makedirs(self._p(relpath), exist_ok=True)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        return self.fs.cat_file(self._p(relpath))
+
+    def open_read(self, relpath: str) -> Any:
+        return self.fs.open(self._p(relpath), "rb")
+
+    def open_write(self, relpath: str) -> Any:
+        return self.fs.open(self._p(relpath), "wb")
+
+    def stat(self, relpath: str) -> tuple[int, int]:
+        info = self.fs.info(self._p(relpath))
+        mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+        if hasattr(mtime, "timestamp"):
+            mtime = mtime.timestamp()
+        return int(info["size"]), int(float(mtime or time.time()) * 1000)
+
+    def delete(self, relpath: str) -> None:
+        try:
+            self.fs.rm_file(self._p(relpath))
+        except FileNotFoundError:
+            pass
+
+    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+        path = self._p(relpath)
+        if crash:
+            crash()
+        if self.protocol == "memory":
+            with _memory_lock:  # the memory store is this process's: a lock makes it atomic
+                if self.fs.exists(path):
+                    return False
+                self.fs.pipe_file(path, data)
+                return True
+        if self.protocol in CONDITIONAL_CREATE:
+            try:
+                with self.fs.open(path, "xb") as f:  # the store refuses if the name exists
+                    f.write(data)
+            except FileExistsError:
+                return False
+            return True
+        # single-writer mode (checked by the sink): no concurrent writer can race this check
+        if self.fs.exists(path):
+            return False
+        self.fs.pipe_file(path, data)
+        return True
+
+    def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
+        base = self._p(relpath)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return
+        for name, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            rel = name[len(self.root) :].lstrip("/") if name.startswith(self.root) else name
+            if rel.split("/", 1)[0].startswith(("_", ".")) and "/" in rel:
+                continue
+            mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
+            if hasattr(mtime, "timestamp"):
+                mtime = mtime.timestamp()
+            yield rel, int(info.get("size") or 0), int(float(mtime or 0) * 1000)
+
+
+def open_store(location: str) -> Store:
+    """The store of a normalized location (see ``FilesOptions.path``)."""
+    if "://" not in location:
+        return LocalStore(location)
+    return FsspecStore(location)

@@ -1,0 +1,278 @@
+"""Part files from Arrow record batches: Parquet, JSON lines, CSV; Hive partition folders.
+
+Arrow batches arrive small (Spark hands 10,000 rows at a time); they are buffered into row
+groups of ``row_group_size`` rows and written straight from Arrow (no pandas, no row copies).
+A part file is closed and the next one started once it reaches ``target_file_size`` bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eosink_files.options import FilesOptions
+from eosink_files.store import Store
+
+#: Spark's ``ExternalCatalogUtils.escapePathName``: these characters become ``%XX``.
+_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+PARQUET_SUFFIX = {"snappy": ".snappy", "gzip": ".gz", "zstd": ".zstd", "lz4": ".lz4raw", "none": ""}
+
+
+def escape_path_name(text: str) -> str:
+    """Escape a partition column name or value as Spark does, so no value can leave its folder.
+
+    ``/`` becomes ``%2F``; ``..`` stays ``..`` but only ever appears after ``name=``, so it can
+    never be a folder of its own. Spark's reader unescapes the folder names back to the values.
+    """
+    return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
+
+
+def partition_value_text(value: Any) -> str:
+    if value is None or value == "":
+        return DEFAULT_PARTITION
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+    return str(value)
+
+
+def partition_folder(columns: tuple[str, ...], values: tuple[Any, ...]) -> str:
+    return "/".join(
+        f"{escape_path_name(c)}={escape_path_name(partition_value_text(v))}"
+        for c, v in zip(columns, values)
+    )
+
+
+def file_suffix(options: FilesOptions) -> str:
+    codec = options.codec
+    if options.format == "parquet":
+        return PARQUET_SUFFIX[codec] + ".parquet"
+    return f".{options.format}" + (".gz" if codec == "gzip" else "")
+
+
+@attrs.frozen
+class WrittenFile:
+    relpath: str
+    size: int
+    modification_time: int
+    rows: int
+
+
+# -- one part file ---------------------------------------------------------------------------
+class PartFile:
+    """One open part file of some format."""
+
+    def __init__(self, store: Store, relpath: str, schema: pa.Schema, options: FilesOptions):
+        self.store, self.relpath, self.schema, self.options = store, relpath, schema, options
+        self.rows = 0
+        self.stream = store.open_write(relpath)
+        self._out: Any = self.stream
+        if options.format != "parquet" and options.codec == "gzip":
+            self._out = pa.CompressedOutputStream(self.stream, "gzip")
+        self._open()
+
+    def _open(self) -> None:
+        fmt = self.options.format
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            self.writer = pq.ParquetWriter(
+                self._out,
+                self.schema,
+                compression=self.options.codec,
+                coerce_timestamps="us",
+                allow_truncated_timestamps=True,
+            )
+        elif fmt == "csv":
+            import pyarrow.csv as pcsv
+
+            self.writer = pcsv.CSVWriter(
+                self._out,
+                self.schema,
+                write_options=pcsv.WriteOptions(include_header=self.options.csv_header),
+            )
+        else:
+            self.writer = None
+
+    def write(self, table: pa.Table) -> None:
+        self.rows += table.num_rows
+        fmt = self.options.format
+        if fmt == "parquet":
+            self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        elif fmt == "csv":
+            self.writer.write_table(table)
+        else:
+            self._out.write(json_lines(table))
+
+    def tell(self) -> int:
+        try:
+            return self.stream.tell()
+        except Exception:  # noqa: BLE001 - a stream without tell: never roll
+            return 0
+
+    def close(self) -> WrittenFile:
+        if self.writer is not None:
+            self.writer.close()
+        if self._out is not self.stream:
+            self._out.close()
+        if not self.stream.closed:
+            self.stream.close()
+        size, mtime = self.store.stat(self.relpath)
+        return WrittenFile(self.relpath, size, mtime, self.rows)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def json_lines(table: pa.Table) -> bytes:
+    """JSON lines as Spark writes them: null fields are left out."""
+    out = []
+    for row in table.to_pylist():
+        row = {k: v for k, v in row.items() if v is not None}
+        out.append(json.dumps(row, default=_json_value, separators=(",", ":"), ensure_ascii=False))
+    return ("\n".join(out) + "\n").encode("utf-8") if out else b""
+
+
+# -- one partition folder: buffered row groups, rolling files -------------------------------
+class FolderWriter:
+    """Writes one Hive folder's rows into part files of bounded size."""
+
+    def __init__(
+        self, store: Store, folder: str, prefix: str, schema: pa.Schema, options: FilesOptions
+    ):
+        self.store, self.folder, self.prefix = store, folder, prefix
+        self.schema, self.options = schema, options
+        self.buffer: list[pa.RecordBatch] = []
+        self.buffered_rows = 0
+        self.buffered_bytes = 0
+        self.current: PartFile | None = None
+        self.seq = 0
+        self.done: list[WrittenFile] = []
+        # JSON/CSV have no row groups: flush every ~64k rows to bound memory
+        self.flush_rows = (
+            options.row_group_size
+            if options.format == "parquet"
+            else min(options.row_group_size, 65_536)
+        )
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self.buffer.append(batch)
+        self.buffered_rows += batch.num_rows
+        self.buffered_bytes += batch.nbytes
+        if self.buffered_rows >= self.flush_rows or self.buffered_bytes >= 256 << 20:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        table = pa.Table.from_batches(self.buffer, self.schema)
+        self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
+        if self.current is None:
+            name = f"{self.prefix}-c{self.seq:03d}{file_suffix(self.options)}"
+            relpath = f"{self.folder}/{name}" if self.folder else name
+            self.current = PartFile(self.store, relpath, self.schema, self.options)
+            self.seq += 1
+        self.current.write(table)
+        if self.current.tell() >= self.options.target_file_size:
+            self.done.append(self.current.close())
+            self.current = None
+
+    def close(self) -> list[WrittenFile]:
+        self.flush()
+        if self.current is not None:
+            self.done.append(self.current.close())
+            self.current = None
+        return self.done
+
+    def discard(self) -> list[str]:
+        """Paths this writer created (for cleanup after a failure)."""
+        paths = [f.relpath for f in self.done]
+        if self.current is not None:
+            try:
+                self.current.stream.close()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+            paths.append(self.current.relpath)
+        return paths
+
+
+def split_by(
+    batch: pa.RecordBatch, columns: tuple[str, ...]
+) -> Iterator[tuple[tuple, pa.RecordBatch]]:
+    """The rows of ``batch`` per distinct value of ``columns`` (without those columns)."""
+    data_columns = [n for n in batch.schema.names if n not in columns]
+    table = pa.Table.from_batches([batch])
+    keys = table.select(list(columns)).group_by(list(columns), use_threads=False).aggregate([])
+    rest = table.select(data_columns)
+    for key in keys.to_pylist():
+        mask = None
+        for c in columns:
+            v = key[c]
+            cond = pc.is_null(table[c]) if v is None else pc.fill_null(pc.equal(table[c], v), False)
+            mask = cond if mask is None else pc.and_(mask, cond)
+        part = rest.filter(mask)
+        for b in part.to_batches():
+            yield tuple(key[c] for c in columns), b
+
+
+class PartitionWriter:
+    """All files of one task: one :class:`FolderWriter` per Hive folder."""
+
+    def __init__(self, store: Store, prefix: str, schema: pa.Schema, options: FilesOptions):
+        self.store, self.prefix, self.options = store, prefix, options
+        self.columns = options.partition_by
+        self.data_schema = pa.schema([f for f in schema if f.name not in self.columns])
+        self.folders: dict[tuple, FolderWriter] = {}
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if not self.columns:
+            self._folder(()).add(batch)
+            return
+        for key, part in split_by(batch, self.columns):
+            self._folder(key).add(part)
+
+    def _folder(self, key: tuple) -> FolderWriter:
+        writer = self.folders.get(key)
+        if writer is None:
+            folder = partition_folder(self.columns, key) if self.columns else ""
+            writer = FolderWriter(self.store, folder, self.prefix, self.data_schema, self.options)
+            self.folders[key] = writer
+        return writer
+
+    def close(self) -> list[WrittenFile]:
+        out: list[WrittenFile] = []
+        for writer in self.folders.values():
+            out.extend(writer.close())
+        return out
+
+    def discard(self) -> None:
+        for writer in self.folders.values():
+            for path in writer.discard():
+                try:
+                    self.store.delete(path)
+                except Exception:  # noqa: BLE001 - leftovers are orphans for cleanup
+                    pass

@@ -1,0 +1,275 @@
+"""Benchmark: the files sink against Spark's own Parquet file sink and the ``noop`` sink.
+
+    ./pants run packages/sink-files/tests:bench            # or: python bench_throughput.py
+
+One stream (default 5 micro-batches x 2,000,000 rows x 5 columns, a file source with one input
+file per micro-batch) is written, in one Spark session, by:
+
+* ``noop``: Spark's no-op sink, the cost of producing the rows (the ceiling);
+* ``spark parquet``: Spark's built-in file sink (``format("parquet")``, its manifest log);
+* ``eosink data source``: ``format("eosink-files")`` (needs the ``files`` entry point, i.e.
+  eosink-files installed);
+* ``eosink foreachBatch``: ``foreachBatch(eosink.foreach_batch(...))``.
+
+Then, without Spark: the per-batch exactly-once overhead (``is_committed`` + ``commit`` of a
+batch of 2 files, median) and the commit time at batch 10 vs batch 10,000 of a long synthetic
+history (log files made obsolete by compactions are expired as they would be after the
+cleanup delay).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+WARMUP_ROWS = 200_000
+
+
+def make_input(folder: str, batches: int, rows: int) -> None:
+    import numpy as np
+
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(1)
+    for n in range(batches):
+        ids = np.arange(n * rows, (n + 1) * rows, dtype=np.int64)
+        table = pa.table(
+            {
+                "id": ids,
+                "user_id": rng.integers(0, 1_000_000, rows),
+                "amount": rng.uniform(0, 1000, rows),
+                "country": pa.array(rng.integers(0, 50, rows)).cast(pa.string()),
+                "ts": pa.array(
+                    (1_700_000_000_000_000 + ids * 1000).astype("datetime64[us]"),
+                    pa.timestamp("us", tz="UTC"),
+                ),
+            }
+        )
+        pq.write_table(table, os.path.join(folder, f"in-{n:04d}.parquet"), row_group_size=rows // 8)
+
+
+SCHEMA = "id long, user_id long, amount double, country string, ts timestamp"
+
+
+def stream(spark, source: str):
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
+
+
+def timed(start) -> float:
+    began = time.perf_counter()
+    query = start()
+    query.awaitTermination()
+    return time.perf_counter() - began
+
+
+def run_spark(args, work: str) -> list[tuple[str, float | None]]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    import eosink
+    from eosink.registry import installed_sinks
+    from eosink_files.sink import FilesSink
+
+    spark = (
+        SparkSession.builder.master(f"local[{args.cores}]")
+        .appName("eosink-files-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(args.cores))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", os.path.join(work, "spark-tmp"))
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.arrow_batch))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    has_entry_point = "files" in installed_sinks()
+    if has_entry_point:
+        eosink.register_data_sources(spark)
+
+    def configs(tag: str, source: str):
+        def out(name):
+            return os.path.join(work, f"{tag}-{name}")
+
+        def ck(name):
+            return os.path.join(work, f"{tag}-{name}-ckpt")
+
+        def base(name):
+            return (
+                stream(spark, source)
+                .writeStream.option("checkpointLocation", ck(name))
+                .trigger(availableNow=True)
+            )
+
+        yield "noop", lambda: base("noop").format("noop").start()
+        yield "spark parquet", lambda: base("spark").format("parquet").option(
+            "path", out("spark")
+        ).start()
+        if has_entry_point:
+            yield "eosink data source", lambda: (
+                base("ds")
+                .format("eosink-files")
+                .option("writerId", "bench")
+                .option("path", out("ds"))
+                .start()
+            )
+        else:
+            yield "eosink data source", None
+        yield "eosink foreachBatch", lambda: base("fb").foreachBatch(
+            eosink.foreach_batch(FilesSink(path=out("fb")), writer_id="bench")
+        ).start()
+
+    warm = os.path.join(work, "warm-in")
+    make_input(warm, 2, WARMUP_ROWS)
+    for _name, start in configs("warm", warm):  # JIT, Python workers, imports
+        if start:
+            timed(start)
+    source = os.path.join(work, "in")
+    make_input(source, args.batches, args.rows)
+    results: dict[str, list[float]] = {}
+    for rep in range(args.repeat):
+        for name, start in configs(f"r{rep}", source):
+            results.setdefault(name, [])
+            if start:
+                results[name].append(timed(start))
+    spark.stop()
+    return [(name, min(times) if times else None) for name, times in results.items()]
+
+
+# -- the exactly-once overhead, without Spark -------------------------------------------------
+def overhead(work: str, history: int) -> dict[str, float]:
+    import logging
+
+    import structlog
+
+    from eosink import BatchContext
+    from eosink.model import Proof
+    from eosink_files.sink import FilesMessage, FilesSink
+    from eosink_files.writers import WrittenFile
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    out = os.path.join(work, "history")
+    sink = FilesSink(path=out, log_cleanup_delay_s=0)
+    messages = [
+        FilesMessage(
+            files=(
+                WrittenFile(
+                    f"part-{p:05d}-{'0' * 32}-0-c000.snappy.parquet", 40_000_000, 0, 1_000_000
+                ),
+            ),
+            rows=1_000_000,
+        )
+        for p in range(2)
+    ]
+    times: dict[int, float] = {}
+    compact_times: dict[int, float] = {}
+    for batch in range(history + 21):
+        ctx = BatchContext("files", "bench", batch, query_id="q")
+        began = time.perf_counter()
+        assert sink.is_committed(ctx) is None
+        state = sink.init(ctx, pa.schema([("id", pa.int64())]))
+        sink.commit(ctx, state, messages, Proof("bench", batch, "q", rows=2_000_000))
+        elapsed = (time.perf_counter() - began) * 1000
+        times[batch] = elapsed
+        if (batch + 1) % 10 == 0:
+            compact_times[batch] = elapsed
+
+    def window(start: int) -> list[float]:
+        return [times[b] for b in range(start, start + 20)]
+
+    early, late = statistics.median(window(10)), statistics.median(window(history))
+    return {
+        "median_overhead_ms": statistics.median(times.values()),
+        "early_ms": early,
+        "late_ms": late,
+        "ratio": late / early,
+        "compact_early_ms": compact_times[19],
+        "compact_late_ms": compact_times[max(b for b in compact_times if b < history + 20)],
+        "log_files": len(os.listdir(os.path.join(out, "_spark_metadata"))),
+    }
+
+
+def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def fmt(r: tuple[str, ...]) -> str:
+        cells = enumerate(zip(r, widths))
+        return "  ".join(str(c).rjust(w) if i else str(c).ljust(w) for i, (c, w) in cells)
+
+    print(fmt(header))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(fmt(r))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench_throughput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=2_000_000, help="rows per micro-batch")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per sink; the best is shown")
+    parser.add_argument(
+        "--arrow-batch",
+        type=int,
+        default=10_000,
+        help="spark.sql.execution.arrow.maxRecordsPerBatch",
+    )
+    parser.add_argument(
+        "--history", type=int, default=10_000, help="batches of the synthetic log history"
+    )
+    parser.add_argument("--skip-spark", action="store_true")
+    args = parser.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="eosink-files-bench-")
+    try:
+        total = args.batches * args.rows
+        if not args.skip_spark:
+            results = run_spark(args, work)
+            by = dict(results)
+            rows = []
+            for name, secs in results:
+                if secs is None:
+                    rows.append((name, "n/a", "n/a", "n/a", "n/a"))
+                    continue
+                rate = total / secs
+                rows.append(
+                    (
+                        name,
+                        f"{secs:.1f}",
+                        f"{rate / 1e6:.2f}M",
+                        f"{by['spark parquet'] / secs:.2f}x" if by.get("spark parquet") else "",
+                        f"{by['noop'] / secs:.2f}x" if by.get("noop") else "",
+                    )
+                )
+            print(
+                f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, "
+                f"local[{args.cores}], "
+                f"arrow batch {args.arrow_batch:,}, best of {args.repeat}"
+            )
+            print_table(rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop"))
+        o = overhead(work, args.history)
+        print("\nexactly-once overhead per batch (is_committed + init + commit, 2 files), no Spark")
+        print_table(
+            [
+                ("median over the whole history", f"{o['median_overhead_ms']:.2f}"),
+                ("median, batches 10-29", f"{o['early_ms']:.2f}"),
+                (f"median, batches {args.history}-{args.history + 19}", f"{o['late_ms']:.2f}"),
+                ("ratio late / early", f"{o['ratio']:.2f}x"),
+                ("compaction commit at batch 19", f"{o['compact_early_ms']:.2f}"),
+                (f"compaction commit near batch {args.history}", f"{o['compact_late_ms']:.2f}"),
+                ("log files left in _spark_metadata", str(o["log_files"])),
+            ],
+            ("measure", "ms"),
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

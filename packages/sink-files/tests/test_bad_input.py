@@ -1,0 +1,144 @@
+"""Bad input gets a clear error that names the fix, and nothing becomes visible."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+from eosink_files import ManifestError, committed_files, read_table
+from eosink_files.sink import FilesSink
+from helpers import rows, run
+
+from eosink import ConfigurationError, sink
+
+
+def test_unknown_format():
+    with pytest.raises(
+        ConfigurationError, match="unknown format 'orc'; use one of parquet, json, csv"
+    ):
+        FilesSink(path="/tmp/x", format="orc")
+    with pytest.raises(ConfigurationError, match="unknown format"):
+        sink("files", path="/tmp/x", format="avro")
+
+
+def test_unknown_option_and_compression():
+    with pytest.raises(ConfigurationError, match="unknown option 'pth'.*known options"):
+        FilesSink.from_options({"pth": "/tmp/x"})
+    with pytest.raises(
+        ConfigurationError, match="compression 'zstd' is not available for json; use"
+    ):
+        FilesSink(path="/tmp/x", format="json", compression="zstd")
+
+
+def test_folder_with_foreign_files_is_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.csv").write_text("a,b\n")
+    with pytest.raises(
+        ConfigurationError,
+        match="not an eosink-files or Spark file-sink folder.*new or empty folder",
+    ):
+        run(FilesSink(path=str(out)), 0)
+    assert not (out / "_spark_metadata").exists()
+
+
+def test_delta_table_is_refused(tmp_path):
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+    with pytest.raises(ConfigurationError, match="Delta table"):
+        run(FilesSink(path=str(tmp_path / "t")), 0)
+
+
+def test_path_that_is_a_file(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigurationError, match="is a file; give a folder path"):
+        run(FilesSink(path=str(tmp_path / "f")), 0)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "is empty"),
+        (b'v1\n{"path":"file:///x/part-0.parquet","si', "line 2 is not a complete JSON"),
+        (b"v9\n", "not the log version 'v1'"),
+        (b"\x00\x01garbage", "not the log version"),
+    ],
+    ids=["empty", "truncated", "version", "garbage"],
+)
+def test_corrupted_or_truncated_manifest(tmp_path, content, message):
+    out = str(tmp_path / "out")
+    run(FilesSink(path=out), 0)
+    (tmp_path / "out" / "_spark_metadata" / "1").write_bytes(content)
+    with pytest.raises(ManifestError, match=message) as err:
+        run(FilesSink(path=out), 1)
+    assert "Restore the file from a backup" in str(err.value)
+    with pytest.raises(ManifestError, match=message):
+        committed_files(out)
+
+
+def test_missing_log_entry_is_reported(tmp_path):
+    out = str(tmp_path / "out")
+    for b in range(12):
+        run(FilesSink(path=out), b)
+    os.unlink(tmp_path / "out" / "_spark_metadata" / "9.compact")
+    with pytest.raises(ManifestError, match=r"9.compact is missing.*compact_interval"):
+        run(FilesSink(path=out), 12)
+
+
+def test_partition_values_with_slash_and_dotdot_stay_inside(tmp_path):
+    out = tmp_path / "out"
+    values = ["a/b", "..", "../../escape", "x=y", None, "%2F"]
+    batch = rows(0, n=len(values), day=values)
+    run(FilesSink(path=str(out), partition_by=["day"]), 0, [[batch]])
+    folders = sorted(os.listdir(out))
+    assert folders == [
+        "_spark_metadata",
+        "day=%252F",
+        "day=..",
+        "day=..%2F..%2Fescape",
+        "day=__HIVE_DEFAULT_PARTITION__",
+        "day=a%2Fb",
+        "day=x%3Dy",
+    ]
+    for root, _dirs, _files in os.walk(tmp_path):
+        assert os.path.realpath(root).startswith(str(tmp_path))
+    back = {r["id"]: r["day"] for r in read_table(str(out)).to_pylist()}
+    assert back == dict(zip(batch.column("id").to_pylist(), values))
+
+
+@pytest.mark.parametrize("column", ["a/b", "..", "."])
+def test_partition_column_names_that_are_paths(column):
+    with pytest.raises(ConfigurationError, match="cannot name a folder level.*rename the column"):
+        FilesSink(path="/tmp/x", partition_by=[column])
+
+
+def test_partition_column_not_in_stream(tmp_path):
+    with pytest.raises(ConfigurationError, match=r"\['day'\] are not in the stream's columns"):
+        run(FilesSink(path=str(tmp_path / "o"), partition_by=["day"]), 0)
+
+
+def test_changing_format_or_layout_of_a_folder(tmp_path):
+    out = str(tmp_path / "out")
+    run(FilesSink(path=out), 0)
+    with pytest.raises(ConfigurationError, match="holds parquet files but this sink writes json"):
+        run(FilesSink(path=out, format="json"), 1)
+    with pytest.raises(
+        ConfigurationError, match="partitioned by \\[\\] but this sink partitions by \\['name'\\]"
+    ):
+        run(FilesSink(path=out, partition_by=["name"]), 1)
+
+
+def test_filesystem_without_atomic_create_needs_single_writer(memory_url, monkeypatch):
+    from eosink_files import store as store_mod
+
+    # a filesystem that cannot create a file only-if-absent atomically (e.g. plain HTTP, FTP)
+    monkeypatch.setattr(store_mod.FsspecStore, "atomic_publish", lambda self: False)
+    with pytest.raises(ConfigurationError, match="set single_writer=true"):
+        run(FilesSink(path=memory_url), 0)
+    assert run(FilesSink(path=memory_url, single_writer=True), 0).status == "committed"
+
+
+def test_schema_column_all_partition_columns(tmp_path):
+    batch = pa.record_batch({"day": pa.array(["a"])})
+    with pytest.raises(ConfigurationError, match="leave at least one column out of partitionBy"):
+        run(FilesSink(path=str(tmp_path / "o"), partition_by=["day"]), 0, [[batch]])
