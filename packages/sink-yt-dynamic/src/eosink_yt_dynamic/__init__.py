@@ -1,0 +1,31 @@
+"""eosink sink: YT sorted dynamic tables, idempotent upserts keyed by the source row.
+
+``eosink.sink("yt-dynamic", proxy=..., path="//home/x/out")`` or
+``.format("eosink-yt-dynamic")``; helpers to get the key right: :func:`with_queue_id`,
+:func:`with_source_key`, :func:`create_output_table`, :func:`mount_table`.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from eosink_yt_dynamic.keys import SPYT_ROW_INDEX, SPYT_TABLET_INDEX
+from eosink_yt_dynamic.sink import YtDynamicOptions, YtDynamicSink, read_table
+from eosink_yt_dynamic.spark import with_queue_id, with_source_key
+from eosink_yt_dynamic.tables import create_output_table, mount_table, output_columns
+
+try:
+    __version__ = version("eosink-yt-dynamic") or "0+unknown"
+except PackageNotFoundError:  # not installed: running from the source tree
+    __version__ = "0+unknown"
+
+__all__ = [
+    "SPYT_ROW_INDEX",
+    "SPYT_TABLET_INDEX",
+    "YtDynamicOptions",
+    "YtDynamicSink",
+    "create_output_table",
+    "mount_table",
+    "output_columns",
+    "read_table",
+    "with_queue_id",
+    "with_source_key",
+]

@@ -1,0 +1,204 @@
+"""The YT tables of the sink: the output table (checked, or created on request) and its two aux tables.
+
+* the **output table**: a mounted sorted dynamic table with ``unique_keys`` whose key starts with
+  the source coordinates; :func:`create_output_table` makes one right;
+* ``<output>_eosink_progress``: one row per writer id, the proof of its latest committed batch;
+* ``<output>_eosink_keys``: the key runs each task registers before it writes (the
+  cross-partition duplicate check); rows of committed batches are deleted by the next commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import structlog
+
+from eosink import ConfigurationError
+from eosink_yt_common import yt_schema
+
+log = structlog.get_logger("eosink.yt_dynamic")
+
+PROGRESS_SCHEMA = [
+    {"name": "writer_id", "type": "string", "sort_order": "ascending"},
+    {"name": "batch_id", "type": "int64"},
+    {"name": "proof", "type": "string"},
+]
+
+KEYS_SCHEMA = [
+    {"name": "writer_id", "type": "string", "sort_order": "ascending"},
+    {"name": "batch_id", "type": "int64", "sort_order": "ascending"},
+    {"name": "attempt", "type": "string", "sort_order": "ascending"},
+    {"name": "partition_id", "type": "int64", "sort_order": "ascending"},
+    {"name": "chunk", "type": "int64", "sort_order": "ascending"},
+    {"name": "runs", "type": "string"},
+]
+
+
+def _yson_schema(columns: Sequence[dict[str, Any]]) -> Any:
+    import yt.yson as yson
+
+    schema = yson.YsonList([dict(c) for c in columns])
+    schema.attributes["unique_keys"] = any(c.get("sort_order") for c in columns)
+    schema.attributes["strict"] = True
+    return schema
+
+
+def _arrow_schema(schema: Any) -> pa.Schema:
+    """A pyarrow schema from a pyarrow schema, a Spark StructType or a Spark DataFrame."""
+    if isinstance(schema, pa.Schema):
+        return schema
+    struct = getattr(schema, "schema", schema)  # a DataFrame has .schema
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(struct, timezone="UTC")
+
+
+def output_columns(
+    schema: Any,
+    *,
+    queue_id: bool = False,
+    tablet_index_column: str = "tablet_index",
+    row_index_column: str = "row_index",
+    queue_id_column: str = "queue_id",
+    extra_key: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """The YT schema of an output table for rows of ``schema``: key = source coordinates first."""
+    from eosink_yt_dynamic.keys import SPYT_ROW_INDEX, SPYT_TABLET_INDEX
+
+    arrow = _arrow_schema(schema)
+    service = {SPYT_TABLET_INDEX: tablet_index_column, SPYT_ROW_INDEX: row_index_column}
+    fields = [pa.field(service.get(f.name, f.name), f.type) for f in arrow]
+    names = [f.name for f in fields]
+    if queue_id and queue_id_column not in names:
+        fields.insert(0, pa.field(queue_id_column, pa.string()))
+    for column in (tablet_index_column, row_index_column):
+        if column not in [f.name for f in fields]:
+            fields.append(pa.field(column, pa.int64()))
+    key = ([queue_id_column] if queue_id else []) + [tablet_index_column, row_index_column]
+    key += [k for k in extra_key if k not in key]
+    columns = yt_schema(pa.schema(fields), key)
+    for column in columns:  # the key of a source row never is null
+        if column["name"] in key:
+            column["required"] = True
+    return columns
+
+
+def create_output_table(
+    client: Any,
+    path: str,
+    schema: Any,
+    *,
+    queue_id: bool = False,
+    tablet_index_column: str = "tablet_index",
+    row_index_column: str = "row_index",
+    queue_id_column: str = "queue_id",
+    extra_key: Sequence[str] = (),
+    attributes: dict[str, Any] | None = None,
+    mount: bool = True,
+) -> list[dict[str, Any]]:
+    """Create ``path`` as a sorted dynamic table for this sink and mount it; returns its schema.
+
+    ``schema`` is the schema of the rows the query writes (a pyarrow schema, a Spark
+    ``StructType`` or the streaming DataFrame itself); SPYT's service columns become
+    ``tablet_index_column``/``row_index_column``. With ``queue_id=True`` the key starts with
+    ``queue_id_column`` (several queues into one table). ``extra_key`` adds key columns after the
+    row index, for queries that legitimately turn one source row into several (e.g. posexplode).
+    An existing table is left as it is (then the sink's checks tell whether it fits).
+    """
+    columns = output_columns(
+        schema,
+        queue_id=queue_id,
+        tablet_index_column=tablet_index_column,
+        row_index_column=row_index_column,
+        queue_id_column=queue_id_column,
+        extra_key=extra_key,
+    )
+    ensure_dynamic_table(client, path, columns, attributes=attributes, mount=mount)
+    return columns
+
+
+def ensure_dynamic_table(
+    client: Any,
+    path: str,
+    columns: Sequence[dict[str, Any]],
+    *,
+    attributes: dict[str, Any] | None = None,
+    mount: bool = True,
+) -> None:
+    """Create the sorted dynamic table if missing (races are fine) and mount it."""
+    if not client.exists(path):
+        client.create(
+            "table",
+            path,
+            recursive=True,
+            ignore_existing=True,
+            attributes={"dynamic": True, "schema": _yson_schema(columns), **(attributes or {})},
+        )
+        log.info("yt_dynamic.table_created", path=path)
+    if mount:
+        mount_table(client, path)
+
+
+def mount_table(client: Any, path: str, timeout_s: float = 60.0) -> None:
+    """Mount ``path`` and wait until every tablet is mounted (no-op when it is)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = client.get(f"{path}/@tablet_state")
+        if state == "mounted":
+            return
+        if state == "unmounted":
+            try:
+                client.mount_table(path, sync=False)
+            except Exception as exc:
+                # another writer mounts it at the same moment: wait for that mount
+                if not getattr(exc, "is_tablet_in_intermediate_state", lambda: False)():
+                    raise
+        if time.monotonic() > deadline:
+            raise ConfigurationError(
+                f"table {path} is still {state!r} after {timeout_s:.0f}s of mounting. Fix: check "
+                f"the tablet cell bundle of the table, then `yt mount-table --sync {path}`"
+            )
+        time.sleep(0.05)
+
+
+def inspect_output(client: Any, path: str) -> list[dict[str, Any]]:
+    """The output table's schema, after checking it can serve as an idempotent receiver."""
+    create_fix = (
+        "create it with eosink_yt_dynamic.create_output_table(client, path, df) (or set the "
+        "sink option create_table=true)"
+    )
+    if not client.exists(path):
+        raise ConfigurationError(f"output table {path} does not exist. Fix: {create_fix}")
+    node_type = client.get(f"{path}/@type")
+    if node_type != "table":
+        raise ConfigurationError(f"{path} is a {node_type}, not a table. Fix: {create_fix}")
+    if not client.get(f"{path}/@dynamic"):
+        raise ConfigurationError(
+            f"output table {path} is a static table: upserts need a sorted dynamic table. Fix: "
+            f"convert it (`yt alter-table --dynamic {path}` on a sorted table with unique keys, "
+            f"then mount it) or write to a new table; {create_fix}"
+        )
+    schema = client.get(f"{path}/@schema")
+    key = [c["name"] for c in schema if c.get("sort_order")]
+    if not key:
+        raise ConfigurationError(
+            f"output table {path} is an ordered dynamic table (a queue, no key columns): rows "
+            f"would be appended, never overwritten, so replays duplicate them. Fix: {create_fix}"
+        )
+    attributes = getattr(schema, "attributes", {}) or {}
+    if not attributes.get("unique_keys", False):
+        raise ConfigurationError(
+            f"output table {path}: its schema lacks unique_keys=%true, so a key does not name "
+            f"one row. Fix: {create_fix}"
+        )
+    state = client.get(f"{path}/@tablet_state")
+    if state != "mounted":
+        raise ConfigurationError(
+            f"output table {path} is {state!r}, not mounted: nothing can be upserted. Fix: "
+            f"`yt mount-table --sync {path}` (or eosink_yt_dynamic.mount_table(client, path)), "
+            f"or set the sink option create_table=true to have the sink mount it"
+        )
+    return list(schema)
