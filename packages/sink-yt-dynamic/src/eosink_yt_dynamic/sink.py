@@ -29,7 +29,7 @@ import structlog
 
 import eosink
 from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
-from eosink_yt_common import YtConnection, is_retriable, retry_unit, yt_rows
+from eosink_yt_common import YtConnection, retry_unit, yt_rows
 from eosink_yt_dynamic.keys import (
     KeyPlan,
     check_no_null_keys,
@@ -142,18 +142,6 @@ class WriteMessage:
         return self.chunks
 
 
-def retriable(error: BaseException) -> bool:
-    """The shared policy, plus the transport errors the client retries for single requests.
-
-    Requests inside a tablet transaction are not retried by the client (a resent insert could
-    land twice in the transaction), so a lost connection reaches us: the whole unit (a new
-    transaction) is then safe to run again, since upserts of the same rows are idempotent.
-    """
-    from yt.wrapper.http_helpers import get_retriable_errors
-
-    return is_retriable(error) or isinstance(error, get_retriable_errors())
-
-
 def _ql_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -261,7 +249,7 @@ class YtDynamicSink(eosink.Sink):
                     [{"writer_id": ctx.writer_id, "batch_id": ctx.batch_id, "proof": proof.to_json()}],
                 )
 
-        retry_unit(record, what=f"{ctx.label} proof", retriable=retriable)
+        retry_unit(record, what=f"{ctx.label} proof")
         crash_point("commit:proof-written")
         if self.options.check_duplicates:
             self._drop_key_runs(client, ctx, upto=True)
@@ -341,7 +329,7 @@ class YtDynamicSink(eosink.Sink):
             with client.Transaction(type="tablet", ping=False):
                 client.insert_rows(o.path, rows, update=o.update or None)
 
-        retry_unit(upsert, what=f"{ctx.label} partition {partition_id} chunk {n}", retriable=retriable)
+        retry_unit(upsert, what=f"{ctx.label} partition {partition_id} chunk {n}")
 
     def _register_and_check(
         self, client: Any, ctx: BatchContext, state: WriteState, partition_id: int, n: int, chunk: pa.Table

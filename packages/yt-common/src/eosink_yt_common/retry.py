@@ -39,10 +39,16 @@ def client_retry_config() -> dict[str, Any]:
 
 
 def is_retriable(error: BaseException) -> bool:
-    """Errors after which running the whole unit again is safe and may succeed."""
-    from yt.wrapper.errors import YtError, YtProxyUnavailable, YtRetriableError
+    """Errors after which running the whole unit again is safe and may succeed.
 
-    if isinstance(error, (YtProxyUnavailable, YtRetriableError, ConnectionError, TimeoutError)):
+    Besides YT's own retriable errors, the transport errors the client retries for single
+    requests: inside a transaction the client does not resend (a resent write could apply twice
+    in it), so they reach the sink, and a new transaction for the whole unit is then safe.
+    """
+    from yt.wrapper.errors import YtError
+    from yt.wrapper.http_helpers import get_retriable_errors
+
+    if isinstance(error, (*get_retriable_errors(), ConnectionError, TimeoutError)):
         return True
     if not isinstance(error, YtError):
         return False
