@@ -1,0 +1,167 @@
+"""YT master transactions as the sink uses them: explicit ids, explicit pings.
+
+The main transaction (MainTx) of a batch outlives the process that started it: in the Spark
+data-source front door ``init`` runs in one Python worker and ``commit`` in another, fresh
+one. So no transaction here is owned by a client-side ``Transaction`` context that aborts on
+exit, or by a pinger thread that dies with its process: transactions are started with a
+timeout, their ids travel in the sink's state and messages, and whoever works under them pings
+them (and their ancestors) while the work runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("eosink.yt_static")
+
+NULL_TX = "0-0-0-0"
+
+
+def in_tx(client: Any, tx: str | None, *, ping_ancestors: bool = False) -> Any:
+    """A context in which the client's commands run inside ``tx`` (outside any with ``None``).
+
+    The context neither pings, commits nor aborts ``tx``: it only sets the client's current
+    transaction.
+    """
+    return client.Transaction(
+        transaction_id=tx or NULL_TX,
+        acquire=False,
+        ping=False,
+        ping_ancestor_transactions=ping_ancestors if tx else None,
+    )
+
+
+def start_tx(client: Any, parent: str | None, timeout_s: float, title: str, **attrs: Any) -> str:
+    """Start a master transaction under ``parent`` (or at the top) with a lifetime since last ping."""
+    from yt.wrapper.transaction_commands import start_transaction
+
+    return start_transaction(
+        parent_transaction=parent or NULL_TX,
+        timeout=int(timeout_s * 1000),
+        attributes={"title": title, **attrs},
+        client=client,
+    )
+
+
+def ping(client: Any, tx: str, *, ancestors: bool = False) -> None:
+    """Ping ``tx`` (and with ``ancestors``, every transaction above it)."""
+    from yt.wrapper.transaction_commands import ping_transaction
+
+    with in_tx(client, tx, ping_ancestors=ancestors):
+        ping_transaction(tx, client=client)
+
+
+def is_no_such_transaction(error: BaseException) -> bool:
+    from yt.wrapper.errors import YtError
+
+    return isinstance(error, YtError) and error.is_no_such_transaction()
+
+
+def alive(client: Any, tx: str | None) -> bool:
+    """Whether ``tx`` is still active; a successful check also pings it."""
+    if not tx:
+        return False
+    try:
+        ping(client, tx)
+    except Exception as exc:
+        if is_no_such_transaction(exc):
+            return False
+        raise
+    return True
+
+
+def commit(client: Any, tx: str) -> None:
+    from yt.wrapper.transaction_commands import commit_transaction
+
+    commit_transaction(tx, client=client)
+
+
+def abort(client: Any, tx: str | None) -> bool:
+    """Abort ``tx``; ``False`` when it was already gone (committed, aborted or expired)."""
+    from yt.wrapper.transaction_commands import abort_transaction
+
+    if not tx:
+        return False
+    try:
+        abort_transaction(tx, client=client)
+    except Exception as exc:
+        if is_no_such_transaction(exc):
+            return False
+        raise
+    return True
+
+
+def nested(client: Any, tx: str) -> list[str]:
+    """The ids of the active transactions directly nested in ``tx``."""
+    with in_tx(client, None):
+        return [str(t) for t in client.get(f"#{tx}/@nested_transaction_ids") or []]
+
+
+class Pinger:
+    """Pings transactions (and their ancestors) from a daemon thread while work runs.
+
+    A thread of the process that does the work: it lives exactly as long as the work (used
+    as a context manager) and stops by itself when a transaction is gone. It has its own client
+    (clients are not thread-safe).
+    """
+
+    def __init__(self, connection: Any, txs: Sequence[str], period_s: float) -> None:
+        self.connection = connection
+        self.txs = [t for t in txs if t]
+        self.period_s = max(0.05, period_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eosink-yt-pinger", daemon=True)
+
+    def _run(self) -> None:
+        client = self.connection.client()
+        while not self._stop.wait(self.period_s):
+            for tx in self.txs:
+                try:
+                    ping(client, tx, ancestors=True)
+                except Exception as exc:  # noqa: BLE001 - the work itself will report it
+                    log.info("yt.ping_failed", tx=tx, error=type(exc).__name__)
+                    if is_no_such_transaction(exc):
+                        return
+
+    def __enter__(self) -> Pinger:
+        if self.txs:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def sub_tx(
+    client: Any, connection: Any, parent: str, timeout_s: float, title: str
+) -> Iterator[str]:
+    """A sub transaction of ``parent`` for one unit of work: committed at the end of the block,
+    aborted when the block fails, pinged (with its ancestors) while the block runs."""
+    tx = start_tx(client, parent, timeout_s, title)
+    try:
+        with Pinger(connection, [tx], timeout_s / 3), in_tx(client, tx):
+            yield tx
+    except BaseException:
+        try:
+            abort(client, tx)
+        except Exception as exc:  # noqa: BLE001 - the original error matters
+            log.info("yt.abort_failed", tx=tx, error=type(exc).__name__)
+        raise
+    commit(client, tx)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def node_key(text: str) -> str:
+    """A Cypress node name for any writer id: safe characters kept, others hex-escaped."""
+    return _SAFE.sub(lambda m: "%" + "".join(f"{b:02x}" for b in m.group().encode()), text) or "%"
