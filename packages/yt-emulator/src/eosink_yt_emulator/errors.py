@@ -1,0 +1,74 @@
+"""YT errors as the HTTP proxy reports them.
+
+Error codes follow the codes the client itself tests for (``yt/common.py`` of
+``ytsaurus-client``: ``is_resolve_error`` = 500, ``is_already_exists`` = 501,
+``is_concurrent_transaction_lock_conflict`` = 402, ``is_tablet_transaction_lock_conflict``
+= 1700, ``is_no_such_transaction`` = 11000, ``is_tablet_not_mounted`` = 1702,
+``is_sorting_order_violated`` = 301, ``is_no_such_operation`` = 1915) and the error
+model of https://ytsaurus.tech/docs/en/user-guide/proxy/http-reference
+(``X-YT-Error``, ``X-YT-Response-Code``, ``X-YT-Response-Message``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+GENERIC = 1
+TIMEOUT = 3
+SORT_ORDER_VIOLATION = 301
+UNIQUE_KEY_VIOLATION = 306
+SCHEMA_VIOLATION = 307
+INCOMPATIBLE_SCHEMAS = 314
+CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
+RESOLVE_ERROR = 500
+ALREADY_EXISTS = 501
+TABLET_TRANSACTION_LOCK_CONFLICT = 1700
+NO_SUCH_TABLET = 1701
+TABLET_NOT_MOUNTED = 1702
+INVALID_TABLET_STATE = 1707
+NO_SUCH_OPERATION = 1915
+NO_SUCH_TRANSACTION = 11000
+INVALID_TRANSACTION_STATE = 11003
+QUERY_ERROR = 1  # the query engine reports parse/type errors with the generic code
+
+
+class YtError(Exception):
+    """An error with the YT error model: code, message, attributes, inner errors."""
+
+    def __init__(self, message, code=GENERIC, attributes=None, inner_errors=None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.attributes = dict(attributes or {})
+        self.inner_errors = list(inner_errors or [])
+
+    def to_dict(self):
+        attrs = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "datetime": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%S.%fZ"
+            ),
+        }
+        attrs.update(self.attributes)
+        return {
+            "code": self.code,
+            "message": self.message,
+            "attributes": attrs,
+            "inner_errors": [
+                e.to_dict() if isinstance(e, YtError) else e for e in self.inner_errors
+            ],
+        }
+
+    def __str__(self):
+        return "%s (code %d)" % (self.message, self.code)
+
+
+def resolve_error(path, message=None):
+    return YtError(message or "Node %s has no child" % path, RESOLVE_ERROR, {"path": path})
+
+
+def no_such_transaction(tx_id):
+    return YtError("No such transaction %s" % tx_id, NO_SUCH_TRANSACTION, {"transaction_id": tx_id})

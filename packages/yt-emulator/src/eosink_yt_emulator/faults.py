@@ -1,0 +1,182 @@
+"""Fault injection and the request log.
+
+Fault kinds, and what the real client sees:
+
+* ``"error"``: an HTTP 400 with a YT error (``code``, ``message``), like any command error.
+* ``"503"``: HTTP 503 "proxy unavailable"; the client retries (``YtProxyUnavailable`` is
+  retriable), volatile commands with ``retry=%true`` and the same mutation id.
+* ``"lost_reply"``: the connection is closed without a response; the client sees a
+  ``ConnectionError`` and retries the same way.  With ``when="after"`` the command
+  *was* applied, so the retry must be answered by the response keeper; with
+  ``when="before"`` it never reached the state.
+* ``delay(command, seconds)``: the request sleeps before being executed (outside the
+  state lock).
+* ``expire_transaction(tx_id)``: the transaction is aborted now, exactly as its
+  timeout would abort it (children included).
+
+``when="before"`` faults fire before the command touches the state; ``when="after"``
+faults fire after it was applied (and its response stored for mutations).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+KINDS = ("error", "503", "lost_reply")
+
+
+class FaultRule:
+    def __init__(
+        self,
+        command,
+        when="before",
+        kind="error",
+        times=1,
+        code=1,
+        message=None,
+        match=None,
+        seconds=0.0,
+    ):
+        if when not in ("before", "after"):
+            raise ValueError("when must be 'before' or 'after'")
+        if kind not in KINDS + ("delay",):
+            raise ValueError("kind must be one of %s" % (KINDS + ("delay",),))
+        self.command = command
+        self.when = when
+        self.kind = kind
+        self.times = times  # None = forever
+        self.code = int(code)
+        self.message = message or "Injected fault for command %r" % command
+        self.match = match
+        self.seconds = float(seconds)
+        self.fired = 0
+
+    def matches(self, command, params):
+        if self.command not in (command, "*"):
+            return False
+        if self.match is None:
+            return True
+        if callable(self.match):
+            return bool(self.match(params))
+        for k, v in self.match.items():
+            pv = params.get(k)
+            if hasattr(pv, "value"):
+                pv = pv.value
+            if str(pv) != str(v):
+                return False
+        return True
+
+    def describe(self):
+        return {
+            "command": self.command,
+            "when": self.when,
+            "kind": self.kind,
+            "times": self.times,
+            "code": self.code,
+            "message": self.message,
+            "seconds": self.seconds,
+            "fired": self.fired,
+            "match": None if callable(self.match) else self.match,
+        }
+
+
+class Faults:
+    """Test-side API for injecting faults (in-process: ``emu.faults``)."""
+
+    def __init__(self, emulator=None):
+        self._emulator = emulator
+        self._rules = []
+        self._lock = threading.Lock()
+
+    # -- public API ----------------------------------------------------------
+
+    def fail_next(
+        self, command, when="before", kind="error", times=1, code=1, message=None, match=None
+    ):
+        """Fail the next ``times`` calls of ``command`` (``"*"`` = any command).
+
+        ``kind``: ``"error"`` (YT error ``code``/``message``), ``"503"`` or ``"lost_reply"``.
+        ``when``: ``"before"`` applying the command or ``"after"`` applying it.
+        ``match``: a dict of parameter values (e.g. ``{"transaction_id": tx}``) or a callable
+        ``params -> bool`` restricting which calls are affected.
+        """
+        rule = FaultRule(command, when, kind, times, code, message, match)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def respond_503(self, command, times=1, when="before", match=None):
+        """Answer the next ``times`` calls of ``command`` with HTTP 503."""
+        return self.fail_next(command, when=when, kind="503", times=times, match=match)
+
+    def lose_reply(self, command, times=1, when="after", match=None):
+        """Apply the next ``times`` calls of ``command``, then drop the connection unanswered."""
+        return self.fail_next(command, when=when, kind="lost_reply", times=times, match=match)
+
+    def delay(self, command, seconds, times=None, match=None):
+        """Delay calls of ``command`` by ``seconds`` (all calls unless ``times`` is given)."""
+        rule = FaultRule(command, "before", "delay", times, seconds=seconds, match=match)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def expire_transaction(self, tx_id):
+        """Abort ``tx_id`` as if its timeout had expired."""
+        state = self._emulator.state
+        with state.lock:
+            state.txm.expire(tx_id)
+
+    def clear(self):
+        with self._lock:
+            self._rules = []
+
+    def pending(self):
+        with self._lock:
+            return [r.describe() for r in self._rules if r.times is None or r.times > 0]
+
+    # -- used by the HTTP layer -------------------------------------------------
+
+    def take(self, command, when, params):
+        """Return the rules that fire now for this call (consuming one use of each)."""
+        fired = []
+        with self._lock:
+            for rule in self._rules:
+                if rule.when != when or (rule.times is not None and rule.times <= 0):
+                    continue
+                if not rule.matches(command, params):
+                    continue
+                if rule.times is not None:
+                    rule.times -= 1
+                rule.fired += 1
+                fired.append(rule)
+                if rule.kind != "delay":
+                    break
+            self._rules = [r for r in self._rules if r.times is None or r.times > 0]
+        return fired
+
+
+class RequestLog(list):
+    """Every request the emulator received, oldest first (dicts)."""
+
+    def __init__(self):
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def add(self, entry):
+        with self._lock:
+            self.append(entry)
+
+    def commands(self):
+        return [e["command"] for e in list(self)]
+
+    def of(self, command):
+        return [e for e in list(self) if e["command"] == command]
+
+    def clear(self):
+        with self._lock:
+            del self[:]
+
+
+def now():
+    return time.time()

@@ -1,0 +1,410 @@
+"""The HTTP proxy wire protocol (API v4).
+
+Follows https://ytsaurus.tech/docs/en/user-guide/proxy/http-reference and the shared
+notes on what the real client sends:
+
+* ``GET /api`` lists versions, ``GET /api/v4`` the command descriptors
+  (``commands_v4.json``, dumped from the C++ driver);
+* method per descriptor: ``PUT`` when the command has input, else ``POST`` when it
+  is volatile, else ``GET``; parameters in ``X-YT-Parameters`` (YSON text or JSON per
+  ``X-YT-Header-Format``), in the body for ``POST``, or in the query string;
+* request bodies may be ``chunked`` and ``gzip`` (zlib or gzip streams), ``deflate``,
+  ``identity`` (``br`` when the ``brotli`` module is importable);
+* errors: HTTP 400 with ``X-YT-Error``, ``X-YT-Response-Code``,
+  ``X-YT-Response-Message`` and the same JSON as the body; 503 = proxy unavailable;
+* ``X-YT-Accept-Framing: 1`` -> framed body (``0x01`` + uint32 LE length + payload,
+  ``0x02`` keep-alive) and ``X-YT-Framing: 1``; tabular reads send
+  ``X-YT-Response-Parameters``;
+* mutating commands carry ``mutation_id``/``retry``; responses are kept per mutation
+  id and replayed to retries (see ``state.ResponseKeeper``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+import traceback
+import urllib.parse
+import zlib
+from http.server import BaseHTTPRequestHandler
+
+from . import yson
+from .commands import Tabular, Binary
+from .errors import YtError
+from .formats import Format
+from .yson import unwrap
+
+try:  # optional, only if the client is configured for brotli
+    import brotli  # type: ignore
+except ImportError:  # pragma: no cover
+    brotli = None
+
+
+def http_method_for(desc):
+    if desc["input_type"] != "null":
+        return "PUT"
+    if desc["is_volatile"]:
+        return "POST"
+    return "GET"
+
+
+def _py(v):
+    """Parsed YSON -> plain JSON-able Python (for the request log / control endpoint)."""
+    return (
+        yson.to_json_obj(v, encode_utf8=False, escape_dollar=False)
+        if not isinstance(v, (str, int))
+        else v
+    )
+
+
+class LostReply(Exception):
+    pass
+
+
+class ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # small request/response pairs: avoid 40 ms delayed-ACK stalls
+    server_version = "eosink-yt-emulator"
+    emulator = None  # set by the server factory
+
+    def log_message(self, fmt, *args):  # silence stderr logging
+        pass
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _read_body(self):
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if "chunked" in te:
+            parts = []
+            while True:
+                line = self.rfile.readline()
+                if not line:
+                    break
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while True:
+                        trailer = self.rfile.readline()
+                        if trailer in (b"\r\n", b"\n", b""):
+                            break
+                    break
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+            data = b"".join(parts)
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            data = self.rfile.read(length) if length else b""
+        enc = (self.headers.get("Content-Encoding") or "identity").lower().strip()
+        if not data or enc == "identity":
+            return data
+        if enc == "gzip":
+            return zlib.decompress(data, 47)
+        if enc == "deflate":
+            return zlib.decompress(data)
+        if enc == "br" and brotli is not None:
+            return brotli.decompress(data)
+        raise YtError("Content encoding %r is not supported by the emulator" % enc, 1)
+
+    def _send(self, status, body=b"", headers=None, content_type="application/json"):
+        self.send_response(status)
+        hdrs = {
+            "Content-Type": content_type,
+            "Content-Length": str(len(body)),
+            "X-YT-Request-Id": "%016x" % id(self),
+            "X-YT-Proxy": socket.gethostname(),
+        }
+        if headers:
+            hdrs.update(headers)
+        for k, v in hdrs.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if body and self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error_response(self, err: YtError, status=400):
+        doc = err.to_dict()
+        text = json.dumps(doc, ensure_ascii=True)
+        headers = {
+            "X-YT-Error": text,
+            "X-YT-Response-Code": str(err.code),
+            "X-YT-Response-Message": json.dumps(err.message, ensure_ascii=True)[1:-1],
+        }
+        return (status, text.encode("ascii"), headers, "application/json")
+
+    def _drop_connection(self):
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+        except Exception:
+            pass
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------ verbs
+
+    def do_GET(self):
+        self._handle()
+
+    def do_POST(self):
+        self._handle()
+
+    def do_PUT(self):
+        self._handle()
+
+    def do_HEAD(self):
+        self._handle()
+
+    def _handle(self):
+        url = urllib.parse.urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
+        emu = self.emulator
+        try:
+            if path.startswith("/_emulator"):
+                body = self._read_body()
+                status, out = emu.control(self.command, path, body)
+                self._send(status, json.dumps(out).encode("utf-8"))
+                return
+            if path == "/api":
+                self._read_body()
+                self._send(200, json.dumps(["v3", "v4"]).encode())
+                return
+            if path == "/api/v4":
+                self._read_body()
+                self._send(200, emu.descriptors_json)
+                return
+            if path in ("/hosts", "/api/v4/discover_proxies") and path == "/hosts":
+                self._read_body()
+                self._send(200, json.dumps([emu.proxy]).encode())
+                return
+            if path in ("/auth/whoami", "/ping", "/service", "/version"):
+                self._read_body()
+                payload = {
+                    "/auth/whoami": {"login": "root", "realm": "emulator"},
+                    "/ping": {},
+                    "/service": {"name": "eosink-yt-emulator"},
+                    "/version": {"version": "emulator"},
+                }[path]
+                self._send(200, json.dumps(payload).encode())
+                return
+            if path.startswith("/api/v4/"):
+                self._command(path[len("/api/v4/") :], url.query)
+                return
+            self._read_body()
+            err = YtError("Unknown URL %s" % path, 1)
+            status, body, headers, ctype = self._error_response(err, 404)
+            self._send(status, body, headers, ctype)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    # ------------------------------------------------------------------ commands
+
+    def _command(self, command, query):
+        emu = self.emulator
+        started = time.time()
+        entry = {
+            "time": started,
+            "method": self.command,
+            "command": command,
+            "params": {},
+            "status": None,
+            "fault": None,
+            "mutation_id": None,
+            "retry": False,
+            "transaction_id": None,
+            "error_code": None,
+        }
+        mutation_id = None
+        keeper_open = False
+        try:
+            desc = emu.state.descriptors.get(command)
+            header_format = (self.headers.get("X-YT-Header-Format") or "yson").strip()
+            hf = "json" if "json" in header_format else "yson"
+            entry["content_encoding"] = self.headers.get("Content-Encoding")
+            entry["header_format"] = hf
+            raw = self._read_body()
+            if desc is None:
+                raise YtError("Command %r is not registered" % command, 1, {"command": command})
+            expected = http_method_for(desc)
+            if self.command != expected:
+                raise YtError(
+                    "Command %r must be requested with %s, got %s"
+                    % (command, expected, self.command),
+                    1,
+                    {"command": command},
+                )
+            params = {}
+            if query:
+                for k, v in urllib.parse.parse_qsl(query):
+                    params[k] = v
+            hp = self.headers.get("X-YT-Parameters")
+            if hp:
+                params.update(self._parse_params(hp.encode("latin-1"), hf))
+            input_data = None
+            if desc["input_type"] == "null":
+                if raw:
+                    ctype = (self.headers.get("Content-Type") or "").lower()
+                    params.update(self._parse_params(raw, "json" if "json" in ctype else "yson"))
+            entry["params"] = params
+            entry["transaction_id"] = (
+                str(unwrap(params.get("transaction_id"))[0])
+                if params.get("transaction_id")
+                else None
+            )
+            if desc["input_type"] == "tabular":
+                input_data = Format(params.get("input_format"), "yson").load_rows(raw)
+                entry["row_count"] = len(input_data)
+            elif desc["input_type"] == "structured":
+                fmt = Format(params.get("input_format"), "yson")
+                input_data = (
+                    yson.from_json(raw, fmt.encode_utf8)
+                    if fmt.name == "json"
+                    else yson.loads(raw)
+                    if raw.strip()
+                    else None
+                )
+            elif desc["input_type"] == "binary":
+                input_data = raw
+
+            # ---- faults before applying
+            for rule in emu.faults.take(command, "before", params):
+                entry["fault"] = "%s/%s" % (rule.when, rule.kind)
+                if rule.kind == "delay":
+                    time.sleep(rule.seconds)
+                    continue
+                if rule.kind == "lost_reply":
+                    entry["status"] = "dropped"
+                    self._drop_connection()
+                    return
+                if rule.kind == "503":
+                    err = YtError("Proxy is unavailable (injected)", 105)
+                    status, body, headers, ctype = self._error_response(err, 503)
+                    entry["status"] = 503
+                    self._send(status, body, headers, ctype)
+                    return
+                raise YtError(rule.message, rule.code, {"injected": True})
+
+            # ---- response keeper
+            if desc["is_volatile"] and params.get("mutation_id"):
+                mutation_id = str(unwrap(params["mutation_id"])[0])
+                is_retry = bool(unwrap(params.get("retry", False))[0])
+                entry["mutation_id"] = mutation_id
+                entry["retry"] = is_retry
+                try:
+                    stored = emu.state.keeper.begin(mutation_id, is_retry)
+                except KeyError:
+                    raise YtError(
+                        'Duplicate request is not marked as "retry"',
+                        1,
+                        {"mutation_id": mutation_id},
+                    )
+                if stored is not None:
+                    entry["kept"] = True
+                    response = stored
+                else:
+                    keeper_open = True
+                    response = self._execute(command, desc, params, input_data)
+                    emu.state.keeper.end(mutation_id, response)
+                    keeper_open = False
+            else:
+                response = self._execute(command, desc, params, input_data)
+        except YtError as err:
+            response = self._error_response(err)
+            if keeper_open:
+                emu.state.keeper.end(mutation_id, response)
+                keeper_open = False
+        except Exception as exc:  # an emulator bug: report it loudly, never as a retriable 5xx
+            err = YtError(
+                "Internal emulator error: %s: %s" % (type(exc).__name__, exc),
+                1,
+                {"traceback": traceback.format_exc()},
+            )
+            response = self._error_response(err)
+            if keeper_open:
+                emu.state.keeper.end(mutation_id, None)
+                keeper_open = False
+        finally:
+            if keeper_open:
+                emu.state.keeper.end(mutation_id, None)
+            entry["duration"] = time.time() - started
+            emu.requests.add(entry)
+
+        status, body, headers, ctype = response
+        entry["status"] = status
+        if status >= 400:
+            try:
+                entry["error_code"] = int(headers.get("X-YT-Response-Code", 1))
+            except (TypeError, ValueError):
+                entry["error_code"] = 1
+
+        # ---- faults after applying
+        for rule in emu.faults.take(command, "after", entry["params"]):
+            entry["fault"] = "%s/%s" % (rule.when, rule.kind)
+            if rule.kind == "lost_reply":
+                entry["status"] = "dropped"
+                self._drop_connection()
+                return
+            if rule.kind == "503":
+                err = YtError("Proxy is unavailable (injected after applying)", 105)
+                status, body, headers, ctype = self._error_response(err, 503)
+                entry["status"] = 503
+                break
+            err = YtError(rule.message, rule.code, {"injected": True})
+            status, body, headers, ctype = self._error_response(err)
+            entry["status"] = status
+            entry["error_code"] = rule.code
+            break
+
+        if self.headers.get("X-YT-Accept-Framing") == "1" and status == 200:
+            framed = [b"\x02"]
+            for i in range(0, max(len(body), 1), 1 << 20):
+                chunk = body[i : i + (1 << 20)]
+                if chunk or not body:
+                    framed.append(b"\x01" + struct.pack("<I", len(chunk)) + chunk)
+            body = b"".join(framed)
+            headers = dict(headers)
+            headers["X-YT-Framing"] = "1"
+            entry["framed"] = True
+        self._send(status, body, headers, ctype)
+
+    def _parse_params(self, data, fmt):
+        data = data.strip()
+        if not data:
+            return {}
+        try:
+            value = yson.from_json(data) if fmt == "json" else yson.loads(data)
+        except (ValueError, yson.YsonError) as e:
+            raise YtError("Error parsing command parameters: %s" % e, 1)
+        value = unwrap(value)[0]
+        if not isinstance(value, dict):
+            raise YtError("Command parameters must be a map", 1)
+        return value
+
+    def _execute(self, command, desc, params, input_data):
+        emu = self.emulator
+        state = emu.state
+        with state.lock:
+            state.txm.reap()
+            result = state.commands.run(command, params, input_data)
+        headers = {}
+        if isinstance(result, Tabular):
+            fmt = Format(params.get("output_format"), "yson")
+            body = fmt.dump_rows(result.rows)
+            if result.response_parameters is not None:
+                rp = result.response_parameters
+                hf = self.headers.get("X-YT-Header-Format") or "yson"
+                if "json" in hf:
+                    headers["X-YT-Response-Parameters"] = json.dumps(
+                        yson.to_json_obj(rp), ensure_ascii=True
+                    )
+                else:
+                    headers["X-YT-Response-Parameters"] = yson.dumps(rp).decode("latin-1")
+            return (200, body, headers, fmt.content_type)
+        if isinstance(result, Binary):
+            return (200, result.data, headers, "application/octet-stream")
+        if desc["output_type"] == "null" or result is None:
+            return (200, b"", headers, "application/json")
+        fmt = Format(params.get("output_format"), "json")
+        return (200, fmt.dump_node(result), headers, fmt.content_type)

@@ -1,0 +1,449 @@
+"""Table schemas: parsing, validation of rows, key comparison.
+
+Follows https://ytsaurus.tech/docs/en/user-guide/storage/static-schema (``strict``,
+``unique_keys``, ``sort_order``, ``required``, ``type`` / ``type_v3``, schema_mode
+weak/strong) and https://ytsaurus.tech/docs/en/user-guide/storage/data-types
+(integer ranges, ``utf8``, ``any``/``yson``).  Value comparison follows the YT
+order of value types: null < int64 < uint64 < double < boolean < string < any.
+Integral conversions int64 <-> uint64 are accepted when the value fits (the
+default ``enable_integral_type_conversion`` of the table writer); an integer is
+not accepted for a ``double`` column (stricter side).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .errors import YtError, SCHEMA_VIOLATION, SORT_ORDER_VIOLATION, UNIQUE_KEY_VIOLATION
+from .yson import Attributed, Entity, Uint64, unwrap, dumps
+
+INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "interval": (-(2**63), 2**63 - 1),
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+    "date": (0, 49673 - 1),
+    "datetime": (0, 49673 * 86400 - 1),
+    "timestamp": (0, 49673 * 86400 * 10**6 - 1),
+}
+UNSIGNED = {"uint8", "uint16", "uint32", "uint64", "date", "datetime", "timestamp"}
+SIMPLE_TYPES = set(INT_RANGES) | {
+    "double",
+    "float",
+    "boolean",
+    "string",
+    "utf8",
+    "any",
+    "yson",
+    "null",
+    "void",
+    "json",
+    "uuid",
+}
+V3_TO_V1 = {"yson": "any", "bool": "boolean"}
+V1_TO_V3 = {"any": "yson", "boolean": "bool"}
+AGGREGATES = {"sum", "min", "max", "first"}
+
+
+def _s(v):
+    v = unwrap(v)[0]
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+class Column:
+    __slots__ = (
+        "name",
+        "type",
+        "required",
+        "sort_order",
+        "aggregate",
+        "expression",
+        "lock",
+        "type_v3",
+        "group",
+    )
+
+    def __init__(
+        self,
+        name,
+        type_,
+        required=False,
+        sort_order=None,
+        aggregate=None,
+        expression=None,
+        lock=None,
+        type_v3=None,
+        group=None,
+    ):
+        self.name = name
+        self.type = type_
+        self.required = required
+        self.sort_order = sort_order
+        self.aggregate = aggregate
+        self.expression = expression
+        self.lock = lock
+        self.type_v3 = type_v3
+        self.group = group
+
+    def to_yson(self):
+        out = {"name": self.name, "type": self.type, "required": self.required}
+        if self.type_v3 is not None:
+            out["type_v3"] = self.type_v3
+        else:
+            t3 = V1_TO_V3.get(self.type, self.type)
+            out["type_v3"] = t3 if self.required else {"type_name": "optional", "item": t3}
+        if self.sort_order:
+            out["sort_order"] = self.sort_order
+        if self.aggregate:
+            out["aggregate"] = self.aggregate
+        if self.expression:
+            out["expression"] = self.expression
+        if self.lock:
+            out["lock"] = self.lock
+        if self.group:
+            out["group"] = self.group
+        return out
+
+
+def _parse_type_v3(t):
+    """Return (v1 type, required) for a type_v3 description."""
+    t = unwrap(t)[0]
+    if isinstance(t, (str, bytes)):
+        name = _s(t)
+        return V3_TO_V1.get(name, name), True
+    if isinstance(t, dict):
+        name = _s(t.get("type_name"))
+        if name == "optional":
+            inner, inner_req = _parse_type_v3(t.get("item"))
+            if not inner_req:
+                return "any", False  # optional<optional<T>> is composite
+            return inner, False
+        if name == "tagged":
+            return _parse_type_v3(t.get("item"))
+        if name == "decimal":
+            return "string", True
+        return "any", True  # list/struct/tuple/dict/variant: composite
+    raise YtError("Invalid type_v3 %r" % (t,), SCHEMA_VIOLATION)
+
+
+class Schema:
+    def __init__(self, columns, strict=True, unique_keys=False):
+        self.columns = columns
+        self.strict = strict
+        self.unique_keys = unique_keys
+        self.by_name = {c.name: c for c in columns}
+        self.key_columns = [c.name for c in columns if c.sort_order]
+
+    @property
+    def sorted(self):
+        return bool(self.key_columns)
+
+    def is_empty(self):
+        return not self.columns
+
+    @classmethod
+    def empty_weak(cls):
+        return cls([], strict=False, unique_keys=False)
+
+    @classmethod
+    def parse(cls, value):
+        value, attrs = unwrap(value)
+        if isinstance(value, Schema):
+            return value
+        if not isinstance(value, list):
+            raise YtError(
+                "Error parsing table schema: expected a list of columns", SCHEMA_VIOLATION
+            )
+        strict = attrs.get("strict", True)
+        unique_keys = attrs.get("unique_keys", False)
+        columns = []
+        seen = set()
+        for raw in value:
+            raw = unwrap(raw)[0]
+            if not isinstance(raw, dict) or "name" not in raw:
+                raise YtError(
+                    'Error parsing table schema: each column must be a map with "name"',
+                    SCHEMA_VIOLATION,
+                )
+            name = _s(raw["name"])
+            if name in seen:
+                raise YtError("Duplicate column name %r in table schema" % name, SCHEMA_VIOLATION)
+            seen.add(name)
+            type_v3 = raw.get("type_v3")
+            if "type" in raw:
+                t = _s(raw["type"])
+                required = bool(raw.get("required", False))
+                if type_v3 is not None:
+                    t3, req3 = _parse_type_v3(type_v3)
+                    if "required" not in raw:
+                        required = req3
+            elif type_v3 is not None:
+                t, required = _parse_type_v3(type_v3)
+            else:
+                raise YtError('Column %r has neither "type" nor "type_v3"' % name, SCHEMA_VIOLATION)
+            t = V3_TO_V1.get(t, t)
+            if t not in SIMPLE_TYPES:
+                raise YtError("Invalid type %r of column %r" % (t, name), SCHEMA_VIOLATION)
+            if t == "any" and required and type_v3 is None:
+                raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
+            sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
+            if sort_order not in (None, "ascending", "descending"):
+                raise YtError(
+                    "Invalid sort_order %r of column %r" % (sort_order, name), SCHEMA_VIOLATION
+                )
+            aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
+            if aggregate is not None and aggregate not in AGGREGATES:
+                raise YtError("Unknown aggregate function %r" % aggregate, SCHEMA_VIOLATION)
+            if aggregate is not None and sort_order:
+                raise YtError("Key column %r cannot be aggregated" % name, SCHEMA_VIOLATION)
+            keep_v3 = (
+                type_v3
+                if (type_v3 is not None and t == "any" and not isinstance(unwrap(type_v3)[0], str))
+                else None
+            )
+            columns.append(
+                Column(
+                    name,
+                    t,
+                    required,
+                    sort_order,
+                    aggregate,
+                    _s(raw.get("expression")) if raw.get("expression") else None,
+                    _s(raw.get("lock")) if raw.get("lock") else None,
+                    keep_v3,
+                    _s(raw.get("group")) if raw.get("group") else None,
+                )
+            )
+        key_done = False
+        for c in columns:
+            if c.sort_order:
+                if key_done:
+                    raise YtError(
+                        "Key columns must form a prefix of the schema (column %r)" % c.name,
+                        SCHEMA_VIOLATION,
+                    )
+            else:
+                key_done = True
+        if unique_keys and not any(c.sort_order for c in columns):
+            raise YtError("Non-sorted schema cannot have unique keys", SCHEMA_VIOLATION)
+        return cls(columns, strict=bool(strict), unique_keys=bool(unique_keys))
+
+    def to_yson(self):
+        return Attributed(
+            [c.to_yson() for c in self.columns],
+            {"strict": self.strict, "unique_keys": self.unique_keys},
+        )
+
+    def with_sort(self, sort_by, unique_keys=False):
+        """The schema sorted by ``sort_by`` (key columns moved to the front)."""
+        cols = []
+        for name in sort_by:
+            c = self.by_name.get(name)
+            if c is None:
+                if self.strict:
+                    raise YtError(
+                        "Sort column %r is not found in the schema" % name, SCHEMA_VIOLATION
+                    )
+                c = Column(name, "any", False)
+            cols.append(
+                Column(
+                    c.name, c.type, c.required, "ascending", None, c.expression, c.lock, c.type_v3
+                )
+            )
+        for c in self.columns:
+            if c.name not in sort_by:
+                cols.append(
+                    Column(
+                        c.name,
+                        c.type,
+                        c.required,
+                        None,
+                        c.aggregate,
+                        c.expression,
+                        c.lock,
+                        c.type_v3,
+                    )
+                )
+        return Schema(cols, strict=self.strict, unique_keys=unique_keys)
+
+    def without_sort(self):
+        return Schema(
+            [
+                Column(
+                    c.name, c.type, c.required, None, c.aggregate, c.expression, c.lock, c.type_v3
+                )
+                for c in self.columns
+            ],
+            strict=self.strict,
+            unique_keys=False,
+        )
+
+    def same_columns(self, other):
+        return [c.to_yson() for c in self.without_sort().columns] == [
+            c.to_yson() for c in other.without_sort().columns
+        ] and self.strict == other.strict
+
+    # ---------------------------------------------------------- validation
+
+    def validate_row(self, row, path="", allow_system=()):
+        """Check and normalize one row against the schema; returns the row to store."""
+        row = unwrap(row)[0]
+        if not isinstance(row, dict):
+            raise YtError(
+                "Invalid row: expected a map, got %s" % type(row).__name__,
+                SCHEMA_VIOLATION,
+                {"path": path},
+            )
+        out = {}
+        for k, v in row.items():
+            if isinstance(v, Entity):
+                v = None
+            col = self.by_name.get(k)
+            if col is None:
+                if k in allow_system:
+                    out[k] = v
+                    continue
+                if k.startswith("$"):
+                    raise YtError("Unknown system column %r" % k, SCHEMA_VIOLATION, {"path": path})
+                if self.strict:
+                    raise YtError(
+                        "Column %r does not belong to the strict schema of table %s" % (k, path),
+                        SCHEMA_VIOLATION,
+                        {"path": path, "column": k},
+                    )
+                out[k] = v
+                continue
+            out[k] = check_value(v, col, path)
+        for col in self.columns:
+            if col.required and out.get(col.name) is None:
+                raise YtError(
+                    "Required column %r cannot have null value" % col.name,
+                    SCHEMA_VIOLATION,
+                    {"path": path, "column": col.name},
+                )
+        return out
+
+
+def check_value(v, col, path=""):
+    if isinstance(v, Entity):
+        v = None
+    if v is None:
+        return None
+    t = col.type
+    bad = False
+    if t in INT_RANGES:
+        if isinstance(v, bool) or not isinstance(v, int):
+            bad = True
+        else:
+            lo, hi = INT_RANGES[t]
+            if not lo <= int(v) <= hi:
+                raise YtError(
+                    "Value %d is out of range for column %r of type %r" % (int(v), col.name, t),
+                    SCHEMA_VIOLATION,
+                    {"path": path, "column": col.name},
+                )
+            v = Uint64(int(v)) if t in UNSIGNED else int(v)
+    elif t in ("double", "float"):
+        if not isinstance(v, float):
+            bad = True
+    elif t == "boolean":
+        if not isinstance(v, bool):
+            bad = True
+    elif t == "string":
+        if not isinstance(v, (str, bytes)):
+            bad = True
+    elif t == "utf8" or t == "json" or t == "uuid":
+        if isinstance(v, bytes):
+            try:
+                v = v.decode("utf-8")
+            except UnicodeDecodeError:
+                raise YtError(
+                    "Value of column %r is not a valid UTF-8 string" % col.name,
+                    SCHEMA_VIOLATION,
+                    {"path": path, "column": col.name},
+                )
+        elif not isinstance(v, str):
+            bad = True
+    elif t in ("null", "void"):
+        bad = True
+    if bad:
+        raise YtError(
+            "Invalid type of column %r: expected %r, got %r" % (col.name, t, value_type(v)),
+            SCHEMA_VIOLATION,
+            {"path": path, "column": col.name, "expected_type": t, "actual_type": value_type(v)},
+        )
+    return v
+
+
+def value_type(v):
+    v = unwrap(v)[0]
+    if v is None or isinstance(v, Entity):
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, Uint64):
+        return "uint64"
+    if isinstance(v, int):
+        return "int64"
+    if isinstance(v, float):
+        return "double"
+    if isinstance(v, (str, bytes)):
+        return "string"
+    return "any"
+
+
+def sort_value(v):
+    """Total order over values matching YT's comparison of unversioned values."""
+    if isinstance(v, Attributed):
+        v = v.value
+    if v is None or isinstance(v, Entity):
+        return (2, 0)
+    if isinstance(v, bool):
+        return (6, int(v))
+    if isinstance(v, Uint64):
+        return (4, int(v))
+    if isinstance(v, int):
+        return (3, v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return (5, math.inf, 1)
+        return (5, v, 0)
+    if isinstance(v, str):
+        return (16, v.encode("utf-8"))
+    if isinstance(v, bytes):
+        return (16, v)
+    return (17, dumps(v, binary=True))
+
+
+def key_of(row, key_columns):
+    return tuple(sort_value(row.get(c)) for c in key_columns)
+
+
+def check_sorted(rows, key_columns, unique, path, previous_key=None):
+    prev = previous_key
+    for row in rows:
+        k = key_of(row, key_columns)
+        if prev is not None:
+            if k < prev:
+                raise YtError(
+                    "Sort order violation: %r is less than the previous key"
+                    % ([row.get(c) for c in key_columns],),
+                    SORT_ORDER_VIOLATION,
+                    {"path": path},
+                )
+            if unique and k == prev:
+                raise YtError(
+                    "Duplicate key %r in a table with unique keys"
+                    % ([row.get(c) for c in key_columns],),
+                    UNIQUE_KEY_VIOLATION,
+                    {"path": path},
+                )
+        prev = k
+    return prev

@@ -1,0 +1,330 @@
+"""Running the emulator: in-process (:class:`YtEmulator`) or as a process
+(:class:`EmulatorProcess`, ``python -m eosink_yt_emulator``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import ThreadingHTTPServer
+
+from .faults import Faults, RequestLog
+from .http import ProxyHandler
+from .state import EmulatorState, descriptor_list
+from . import yson
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+
+def fast_retry_config():
+    """Client config that keeps the client's retry logic but shortens its sleeps."""
+    backoff = {"policy": "constant_time", "constant_time": 50}
+    return {
+        "proxy": {"retries": {"backoff": backoff}},
+        "dynamic_table_retries": {"backoff": backoff},
+        "write_retries": {"backoff": backoff},
+        "read_retries": {"backoff": backoff},
+        "start_operation_retries": {"backoff": backoff},
+        "concatenate_retries": {"backoff": backoff},
+        "batch_requests_retries": {"backoff": backoff},
+        "operation_tracker": {"poll_period": 100},
+        # How often the client's pinger thread checks whether it should stop (client-side only).
+        "transaction_sleep_period": 10,
+    }
+
+
+def _deep_update(dst, src):
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _deep_update(dst[k], v)
+        else:
+            dst[k] = v
+    return dst
+
+
+def client_config(address, fast_retries=True, **overrides):
+    """Config for a real ``yt.wrapper.YtClient`` talking to the emulator at ``address``."""
+    config = {
+        "proxy": {"url": address, "enable_proxy_discovery": False},
+        "enable_token": False,
+        "apply_remote_patch_at_start": None,
+        "is_local_mode": False,
+        "ping_failed_mode": "pass",
+    }
+    if fast_retries:
+        _deep_update(config, fast_retry_config())
+    _deep_update(config, overrides)
+    return config
+
+
+class _ClientFactory:
+    proxy: str
+
+    def client_config(self, fast_retries=True, **overrides):
+        return client_config(self.proxy, fast_retries=fast_retries, **overrides)
+
+    def client(self, fast_retries=True, config=None, **overrides):
+        """A real ``yt.wrapper.YtClient`` configured for this emulator.
+
+        ``fast_retries`` keeps the client's retry logic but replaces its backoff sleeps
+        with 50 ms; ``config`` / keyword overrides are merged into the client config
+        (e.g. ``client(structured_data_format="json")``).
+        """
+        from yt.wrapper import YtClient
+
+        cfg = client_config(self.proxy, fast_retries=fast_retries, **overrides)
+        if config:
+            _deep_update(cfg, config)
+        return YtClient(config=cfg)
+
+
+class YtEmulator(_ClientFactory):
+    """An in-process emulator of the YTsaurus HTTP proxy.
+
+    >>> emu = YtEmulator().start()
+    >>> yt = emu.client()
+    >>> yt.create("map_node", "//tmp/x")
+    >>> emu.stop()
+    """
+
+    def __init__(self, host="127.0.0.1", port=0, **config):
+        self.host = host
+        self.port = port
+        self.state = EmulatorState(config)
+        self.faults = Faults(self)
+        self.requests = RequestLog()
+        self.descriptors_json = json.dumps(descriptor_list()).encode("utf-8")
+        self._server = None
+        self._thread = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self):
+        handler = type("BoundProxyHandler", (ProxyHandler,), {"emulator": self})
+        self._server = _Server((self.host, self.port), handler)
+        self.port = self._server.server_address[1]
+        self.state.address = self.proxy
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="yt-emulator",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self):
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self):
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def proxy(self):
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return "%s:%d" % (host, self.port)
+
+    @property
+    def url(self):
+        return "http://" + self.proxy
+
+    # ---------------------------------------------------------------- control endpoint
+
+    def control(self, method, path, body):
+        """``/_emulator/...``: faults and the request log for out-of-process use."""
+        sub = path[len("/_emulator") :].strip("/")
+        if sub == "ping":
+            return 200, {"ok": True}
+        if sub == "requests":
+            return 200, [_jsonable(e) for e in list(self.requests)]
+        if sub == "requests/clear":
+            self.requests.clear()
+            return 200, {}
+        if sub == "faults" and method == "GET":
+            return 200, self.faults.pending()
+        if sub == "faults":
+            req = json.loads(body.decode("utf-8") or "{}")
+            action = req.get("action")
+            args = req.get("args") or {}
+            if action not in (
+                "fail_next",
+                "respond_503",
+                "lose_reply",
+                "delay",
+                "expire_transaction",
+                "clear",
+            ):
+                return 400, {"error": "unknown action %r" % action}
+            try:
+                getattr(self.faults, action)(**args)
+            except Exception as e:  # report to the caller
+                return 400, {"error": "%s: %s" % (type(e).__name__, e)}
+            return 200, {}
+        if sub == "transactions":
+            with self.state.lock:
+                return 200, self.state.txm.active_ids()
+        return 404, {"error": "unknown control path %r" % path}
+
+
+def _jsonable(entry):
+    out = {}
+    for k, v in entry.items():
+        try:
+            json.dumps(v)
+            out[k] = v
+        except TypeError:
+            out[k] = yson.to_json_obj(v, encode_utf8=False, escape_dollar=False)
+    return out
+
+
+class RemoteFaults:
+    """The :class:`~eosink_yt_emulator.faults.Faults` API over the HTTP control endpoint."""
+
+    def __init__(self, url):
+        self.url = url
+
+    def _post(self, action, **args):
+        data = json.dumps({"action": action, "args": args}).encode("utf-8")
+        req = urllib.request.Request(
+            self.url + "/_emulator/faults",
+            data=data,
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read().decode("utf-8"))
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(e.read().decode("utf-8"))
+
+    def fail_next(
+        self, command, when="before", kind="error", times=1, code=1, message=None, match=None
+    ):
+        return self._post(
+            "fail_next",
+            command=command,
+            when=when,
+            kind=kind,
+            times=times,
+            code=code,
+            message=message,
+            match=match,
+        )
+
+    def respond_503(self, command, times=1, when="before", match=None):
+        return self._post("respond_503", command=command, times=times, when=when, match=match)
+
+    def lose_reply(self, command, times=1, when="after", match=None):
+        return self._post("lose_reply", command=command, times=times, when=when, match=match)
+
+    def delay(self, command, seconds, times=None, match=None):
+        return self._post("delay", command=command, seconds=seconds, times=times, match=match)
+
+    def expire_transaction(self, tx_id):
+        return self._post("expire_transaction", tx_id=tx_id)
+
+    def clear(self):
+        return self._post("clear")
+
+    def pending(self):
+        with urllib.request.urlopen(self.url + "/_emulator/faults", timeout=10) as r:
+            return json.loads(r.read().decode("utf-8"))
+
+
+class EmulatorProcess(_ClientFactory):
+    """The emulator as a separate process (``python -m eosink_yt_emulator --port 0``)."""
+
+    def __init__(self, port=0, host="127.0.0.1", python=None, env=None, extra_args=()):
+        self.host = host
+        self.requested_port = port
+        self.python = python or sys.executable
+        self.env = env
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.port = None
+
+    def start(self, timeout=20.0):
+        env = dict(os.environ if self.env is None else self.env)
+        src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [
+                self.python,
+                "-m",
+                "eosink_yt_emulator",
+                "--host",
+                self.host,
+                "--port",
+                str(self.requested_port),
+            ]
+            + self.extra_args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        deadline = time.time() + timeout
+        line = ""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith("listening on "):
+                self.port = int(line.strip().rsplit(":", 1)[1])
+                return self
+            if self.proc.poll() is not None:
+                break
+        err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+        self.stop()
+        raise RuntimeError("emulator process did not start: %r %s" % (line, err))
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None:
+            for f in (self.proc.stdout, self.proc.stderr):
+                try:
+                    f.close()
+                except Exception:
+                    pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def proxy(self):
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return "%s:%d" % (host, self.port)
+
+    @property
+    def url(self):
+        return "http://" + self.proxy
+
+    @property
+    def faults(self):
+        return RemoteFaults(self.url)
+
+    @property
+    def requests(self):
+        with urllib.request.urlopen(self.url + "/_emulator/requests", timeout=10) as r:
+            return json.loads(r.read().decode("utf-8"))

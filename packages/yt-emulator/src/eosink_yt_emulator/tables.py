@@ -1,0 +1,247 @@
+"""Static tables: write_table, read_table, concatenate.
+
+Follows https://ytsaurus.tech/docs/en/user-guide/storage/static-tables and
+https://ytsaurus.tech/docs/en/user-guide/storage/static-schema: strict schemas are
+enforced on write (error 307), a sorted schema requires sorted input (error 301) and,
+with ``unique_keys``, no duplicates (306); ``<append=%true>`` takes a ``shared`` lock,
+overwrite an ``exclusive`` lock (https://ytsaurus.tech/docs/en/user-guide/storage/transactions#implicit_locks);
+every write call produces one chunk.  Reading follows
+https://ytsaurus.tech/docs/en/user-guide/storage/ypath (``ranges`` with
+``lower_limit``/``upper_limit``/``exact`` by ``row_index`` or ``key``, ``columns``)
+and https://ytsaurus.tech/docs/en/user-guide/storage/io-configuration (control
+attributes ``enable_row_index``/``enable_range_index``/``enable_tablet_index``).
+"""
+
+from __future__ import annotations
+
+from .errors import YtError, SORT_ORDER_VIOLATION
+from .schema import Schema, key_of, check_sorted, sort_value
+from .yson import Attributed, Entity, unwrap
+
+
+def table_schema(state) -> Schema:
+    s = state.attrs.get("schema")
+    return s if isinstance(s, Schema) else Schema.empty_weak()
+
+
+def row_count(state):
+    return sum(len(c) for c in state.chunks)
+
+
+def path_attrs(path):
+    return unwrap(path)[1]
+
+
+class StaticTables:
+    def __init__(self, state):
+        self.state = state
+
+    @property
+    def cypress(self):
+        return self.state.cypress
+
+    def require_table(self, path, tx):
+        node, _, _, text = self.cypress.resolve(path, tx)
+        if node.type != "table":
+            raise YtError("Node %s is not a table (type %r)" % (text, node.type), 1, {"path": text})
+        return node, text
+
+    # ---------------------------------------------------------------- write
+
+    def write(self, params, rows, tx):
+        path = params["path"]
+        node, text = self.require_table(path, tx)
+        attrs = path_attrs(path)
+        if node.dyn is not None:
+            raise YtError(
+                "Cannot write into dynamic table %s with write_table" % text, 1, {"path": text}
+            )
+        append = bool(attrs.get("append", False))
+        self.write_rows(node, text, [rows], tx, append, attrs.get("sorted_by"), attrs.get("schema"))
+        return {}
+
+    def write_rows(
+        self, node, text, chunks_in, tx, append, sorted_by=None, new_schema=None, take_lock=True
+    ):
+        st = self.cypress.view(node, tx)
+        schema = table_schema(st)
+        schema_mode = st.attrs.get("schema_mode", "weak")
+        new_attrs = {}
+        if new_schema is not None:
+            if append:
+                raise YtError(
+                    "Cannot set schema while appending to table %s" % text, 1, {"path": text}
+                )
+            schema = Schema.parse(new_schema)
+            schema_mode = "strong"
+            new_attrs["schema"] = schema
+            new_attrs["schema_mode"] = "strong"
+        if sorted_by is not None:
+            sorted_by = [unwrap(c)[0] for c in sorted_by]
+            if append and schema.key_columns != sorted_by:
+                if not (schema.sorted and schema.key_columns[: len(sorted_by)] == sorted_by):
+                    raise YtError(
+                        "Cannot append sorted data to table %s: sorted_by %r does not match key "
+                        "columns %r" % (text, sorted_by, schema.key_columns),
+                        SORT_ORDER_VIOLATION,
+                        {"path": text},
+                    )
+            elif not append:
+                schema = schema.with_sort(
+                    sorted_by, unique_keys=schema.unique_keys and schema.key_columns == sorted_by
+                )
+                new_attrs["schema"] = schema
+        elif not append and schema_mode == "weak" and schema.sorted:
+            schema = Schema.empty_weak()
+            new_attrs["schema"] = schema
+        chunks = [[schema.validate_row(r, text) for r in c] for c in chunks_in]
+        chunks = [c for c in chunks if c]
+        validated = [r for c in chunks for r in c]
+        if schema.sorted:
+            prev = None
+            if append:
+                existing = list(st.rows())
+                if existing:
+                    prev = key_of(existing[-1], schema.key_columns)
+            check_sorted(validated, schema.key_columns, schema.unique_keys, text, prev)
+        mode = "append" if append else "replace"
+        lock_mode = ("shared" if append else "exclusive") if take_lock else None
+        self.cypress.write_state(
+            node, tx, attrs=new_attrs or None, chunks=chunks, chunks_mode=mode, lock_mode=lock_mode
+        )
+
+    # ---------------------------------------------------------------- read
+
+    def read(self, params, tx):
+        path = params["path"]
+        node, text = self.require_table(path, tx)
+        attrs = path_attrs(path)
+        control = params.get("control_attributes") or {}
+        columns = attrs.get("columns")
+        if node.dyn is not None:
+            rows, schema = self._dynamic_rows(node, params, text)
+            tablet_rows = rows
+        else:
+            st = self.cypress.view(node, tx)
+            rows = list(st.rows())
+            schema = table_schema(st)
+            tablet_rows = None
+        ranges = attrs.get("ranges")
+        if ranges is None:
+            legacy = {k: attrs[k] for k in ("lower_limit", "upper_limit", "exact") if k in attrs}
+            ranges = [legacy] if legacy else [{}]
+        out = []
+        total = 0
+        start_row_index = None
+        for range_index, rng in enumerate(ranges):
+            lo, hi = self._range_bounds(rng, rows, schema, text)
+            if start_row_index is None:
+                start_row_index = lo
+            selected = rows[lo:hi]
+            total += len(selected)
+            # YT writes range and row indexes as separate control rows, range index first.
+            if control.get("enable_range_index") and (selected or range_index == 0):
+                out.append(Attributed(Entity(), {"range_index": range_index}))
+            if control.get("enable_row_index") and selected:
+                out.append(Attributed(Entity(), {"row_index": lo}))
+            for i, row in enumerate(selected):
+                if (
+                    tablet_rows is not None
+                    and control.get("enable_tablet_index")
+                    and "$tablet_index" in row
+                ):
+                    out.append(Attributed(Entity(), {"tablet_index": row["$tablet_index"]}))
+                if columns is not None:
+                    row = {c: row[c] for c in columns if c in row}
+                elif tablet_rows is not None:
+                    row = {k: v for k, v in row.items() if not k.startswith("$")}
+                out.append(row)
+        response_params = {"start_row_index": start_row_index or 0, "approximate_row_count": total}
+        return out, response_params
+
+    def _dynamic_rows(self, node, params, text):
+        dyn = node.dyn
+        ts = self.state.dynamic.read_ts({"timestamp": unwrap(params["path"])[1].get("timestamp")})
+        if dyn.sorted:
+            return list(dyn.scan(ts)), dyn.schema
+        return list(dyn.ordered_rows()), dyn.schema
+
+    def _range_bounds(self, rng, rows, schema, text):
+        n = len(rows)
+        rng = unwrap(rng)[0] or {}
+        if "exact" in rng:
+            ex = rng["exact"]
+            if "row_index" in ex:
+                i = int(ex["row_index"])
+                return max(0, min(i, n)), max(0, min(i + 1, n))
+            if "key" in ex:
+                lo = self._key_bound(ex["key"], rows, schema, text, upper=False)
+                hi = self._key_bound(ex["key"], rows, schema, text, upper=True)
+                return lo, hi
+            raise YtError("Unsupported exact limit %r" % (ex,), 1)
+        lo, hi = 0, n
+        if "lower_limit" in rng:
+            lo = self._limit(rng["lower_limit"], rows, schema, text, upper=False)
+        if "upper_limit" in rng:
+            hi = self._limit(rng["upper_limit"], rows, schema, text, upper=True)
+        return lo, max(lo, hi)
+
+    def _limit(self, limit, rows, schema, text, upper):
+        limit = unwrap(limit)[0]
+        n = len(rows)
+        result_lo, result_hi = 0, n
+        if "row_index" in limit:
+            i = max(0, min(int(limit["row_index"]), n))
+            if upper:
+                result_hi = i
+            else:
+                result_lo = i
+        if "key" in limit:
+            b = self._key_bound(limit["key"], rows, schema, text, upper=False)
+            if upper:
+                result_hi = min(result_hi, b)
+            else:
+                result_lo = max(result_lo, b)
+        if "key_bound" in limit:
+            kb = unwrap(limit["key_bound"])[0]
+            rel, key = kb[0], kb[1]
+            inclusive_upper = rel in ("<=", ">")
+            b = self._key_bound(key, rows, schema, text, upper=inclusive_upper)
+            if upper:
+                result_hi = min(result_hi, b)
+            else:
+                result_lo = max(result_lo, b)
+        return result_hi if upper else result_lo
+
+    def _key_bound(self, key, rows, schema, text, upper):
+        if not schema.sorted:
+            raise YtError("Cannot use key limits on unsorted table %s" % text, 1, {"path": text})
+        key = [None if isinstance(k, Entity) else k for k in unwrap(key)[0]]
+        kc = schema.key_columns[: len(key)]
+        target = tuple(sort_value(k) for k in key)
+        # Sentinel <type=max>#: everything with this prefix.
+        for i, row in enumerate(rows):
+            rk = key_of(row, kc)
+            if (rk > target) if upper else (rk >= target):
+                return i
+        return len(rows)
+
+    # ---------------------------------------------------------------- concatenate
+
+    def concatenate(self, params, tx):
+        dst = params["destination_path"]
+        dst_node, dst_text = self.require_table(dst, tx)
+        append = bool(path_attrs(dst).get("append", False))
+        chunks = []
+        for src in params["source_paths"]:
+            node, text = self.require_table(src, tx)
+            st = self.cypress.view(node, tx)
+            chunks.extend(st.chunks)
+        rows = [r for c in chunks for r in c]
+        dst_schema = table_schema(self.cypress.view(dst_node, tx))
+        if dst_schema.sorted:
+            # Concatenation does not keep sortedness unless the result happens to be sorted; YT
+            # requires the destination to be unsorted unless sources are sorted and ordered.
+            check_sorted(rows, dst_schema.key_columns, dst_schema.unique_keys, dst_text)
+        self.write_rows(dst_node, dst_text, chunks, tx, append)
+        return {}

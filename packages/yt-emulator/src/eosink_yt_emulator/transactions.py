@@ -1,0 +1,303 @@
+"""Master and tablet transactions.
+
+Master transactions follow https://ytsaurus.tech/docs/en/user-guide/storage/transactions:
+they nest; the lifetime is counted from the later of start and the last ping
+("The reference point for transaction lifetime is the latter of start_tx moment or
+last ping_tx moment"); the upper limit is one hour; aborting a transaction aborts its
+nested transactions; committing requires all nested transactions to be finished
+("run commit_tx on all nested transactions and then on the parent"); a commit merges
+the changes into the parent.
+
+Tablet transactions follow https://ytsaurus.tech/docs/en/user-guide/dynamic-tables/transactions:
+a start timestamp at start, writes buffered until commit, snapshot isolation, a
+write-write conflict on commit is error 1700, at most 100,000 rows per transaction
+by default, ``atomicity`` ``full``/``none`` must match the table's.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import common
+from .common import new_id, now_iso, NULL_ID
+from .errors import YtError, no_such_transaction, INVALID_TRANSACTION_STATE
+
+MAX_TIMEOUT_MS = 60 * 60 * 1000
+DEFAULT_TIMEOUT_MS = 15000
+
+
+class MasterTransaction:
+    kind = "master"
+
+    def __init__(self, parent, timeout_ms, attributes):
+        self.id = new_id(common.TYPE_NESTED_TRANSACTION if parent else common.TYPE_TRANSACTION)
+        self.parent = parent
+        self.timeout_ms = (
+            min(int(timeout_ms), MAX_TIMEOUT_MS) if timeout_ms is not None else DEFAULT_TIMEOUT_MS
+        )
+        self.attributes = dict(attributes or {})
+        self.start = time.time()
+        self.last_ping = self.start
+        self.deadline = None
+        self.children = set()
+        self.touched = set()
+        self.locks = []  # (node_id, lock_id)
+        self.state = "active"
+
+    def expired(self, now):
+        if self.deadline is not None and now > self.deadline:
+            return True
+        return self.timeout_ms is not None and (now - self.last_ping) * 1000.0 > self.timeout_ms
+
+    def describe(self, state):
+        attrs = {
+            "id": self.id,
+            "type": "nested_transaction" if self.parent else "transaction",
+            "timeout": self.timeout_ms,
+            "parent_id": self.parent or NULL_ID,
+            "start_time": now_iso(self.start),
+            "last_ping_time": now_iso(self.last_ping),
+            "nested_transaction_ids": sorted(self.children),
+            "lock_ids": [lock_id for _, lock_id in self.locks if lock_id in state.locks],
+            "locked_node_ids": sorted(
+                {node_id for node_id, lock_id in self.locks if lock_id in state.locks}
+            ),
+            "branched_node_ids": sorted(self.touched),
+            "staged_object_ids": [],
+            "state": self.state,
+            "owner": "root",
+        }
+        for k, v in self.attributes.items():
+            attrs.setdefault(k, v)
+        return attrs
+
+
+class TabletTransaction:
+    kind = "tablet"
+
+    def __init__(self, start_ts, timeout_ms, atomicity, durability, attributes):
+        self.id = new_id(
+            common.TYPE_NON_ATOMIC_TABLET_TRANSACTION
+            if atomicity == "none"
+            else common.TYPE_ATOMIC_TABLET_TRANSACTION
+        )
+        self.start_ts = start_ts
+        self.timeout_ms = (
+            min(int(timeout_ms), MAX_TIMEOUT_MS) if timeout_ms is not None else DEFAULT_TIMEOUT_MS
+        )
+        self.atomicity = atomicity
+        self.durability = durability
+        self.attributes = dict(attributes or {})
+        self.start = time.time()
+        self.last_ping = self.start
+        self.deadline = None
+        self.writes = []  # (node_id, op, row, flags)
+        self.row_count = 0
+        self.state = "active"
+        self.parent = None
+        self.children = set()
+
+    def expired(self, now):
+        if self.deadline is not None and now > self.deadline:
+            return True
+        return (now - self.last_ping) * 1000.0 > self.timeout_ms
+
+    def describe(self, state):
+        attrs = {
+            "id": self.id,
+            "type": "atomic_tablet_transaction"
+            if self.atomicity != "none"
+            else "non_atomic_tablet_transaction",
+            "timeout": self.timeout_ms,
+            "start_timestamp": self.start_ts,
+            "start_time": now_iso(self.start),
+            "last_ping_time": now_iso(self.last_ping),
+        }
+        for k, v in self.attributes.items():
+            attrs.setdefault(k, v)
+        return attrs
+
+
+def _is_null(tx):
+    return tx is None or tx == "" or tx == NULL_ID
+
+
+class TransactionManager:
+    """All transactions.  Methods are called with the state lock held."""
+
+    def __init__(self, state):
+        self.state = state
+        self.txs = {}
+        self.finished = {}  # id -> "committed" | "aborted" | "expired" (bounded)
+
+    # ---------------------------------------------------------------- lookup
+
+    def normalize(self, tx):
+        if _is_null(tx):
+            return None
+        return str(tx)
+
+    def find_master(self, tx):
+        t = self.txs.get(tx)
+        return t if t is not None and t.kind == "master" else None
+
+    def get_master(self, tx) -> MasterTransaction:
+        t = self.txs.get(tx)
+        if t is None or t.state != "active":
+            raise no_such_transaction(tx)
+        if t.kind != "master":
+            raise YtError(
+                "Transaction %s is not a master transaction" % tx, 1, {"transaction_id": tx}
+            )
+        return t
+
+    def get_any(self, tx):
+        t = self.txs.get(tx)
+        if t is None or t.state != "active":
+            raise no_such_transaction(tx)
+        return t
+
+    def chain(self, tx):
+        """Ancestors of master transaction ``tx`` from the topmost down to ``tx``."""
+        tx = self.normalize(tx)
+        if tx is None:
+            return []
+        out = []
+        cur = tx
+        while cur is not None:
+            t = self.get_master(cur)
+            out.append(cur)
+            cur = t.parent
+        out.reverse()
+        return out
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self, params):
+        tx_type = params.get("type", "master")
+        parent = self.normalize(params.get("transaction_id"))
+        timeout = params.get("timeout")
+        attributes = params.get("attributes") or {}
+        if tx_type == "tablet":
+            if parent is not None:
+                raise YtError("Tablet transactions cannot have a parent transaction", 1)
+            atomicity = params.get("atomicity", "full")
+            if atomicity not in ("full", "none"):
+                raise YtError("Invalid atomicity %r" % atomicity, 1)
+            t = TabletTransaction(
+                self.state.clock.next(),
+                timeout,
+                atomicity,
+                params.get("durability", "sync"),
+                attributes,
+            )
+        elif tx_type == "master":
+            if parent is not None:
+                self.get_master(parent)
+            for pre in params.get("prerequisite_transaction_ids") or []:
+                if self.find_master(pre) is None or self.txs[pre].state != "active":
+                    raise YtError(
+                        "Prerequisite check failed: transaction %s is missing" % pre,
+                        1000,
+                        {"prerequisite_transaction_id": pre},
+                    )
+            t = MasterTransaction(parent, timeout, attributes)
+            if parent is not None:
+                self.txs[parent].children.add(t.id)
+        else:
+            raise YtError("Invalid transaction type %r" % tx_type, 1)
+        deadline = params.get("deadline")
+        if deadline:
+            import datetime
+
+            try:
+                t.deadline = datetime.datetime.fromisoformat(
+                    str(deadline).replace("Z", "+00:00")
+                ).timestamp()
+            except ValueError:
+                pass
+        self.txs[t.id] = t
+        return t
+
+    def ping(self, tx, ping_ancestors=False):
+        tx = self.normalize(tx)
+        if tx is None:
+            raise YtError("Transaction id is required for ping", 1)
+        t = self.get_any(tx)
+        now = time.time()
+        t.last_ping = now
+        if ping_ancestors:
+            cur = t.parent
+            while cur is not None:
+                p = self.txs[cur]
+                p.last_ping = now
+                cur = p.parent
+
+    def commit(self, tx):
+        tx = self.normalize(tx)
+        if tx is None:
+            raise YtError("Transaction id is required for commit", 1)
+        t = self.get_any(tx)
+        if t.kind == "tablet":
+            try:
+                self.state.dynamic.commit(t)
+            except YtError:
+                # A tablet transaction whose commit failed (e.g. a 1700 conflict) is aborted.
+                self._finish(t, "aborted")
+                raise
+            self._finish(t, "committed")
+            return
+        active = [c for c in t.children if c in self.txs and self.txs[c].state == "active"]
+        if active:
+            raise YtError(
+                "Cannot commit transaction %s since it has %d active nested transaction(s)"
+                % (tx, len(active)),
+                INVALID_TRANSACTION_STATE,
+                {"transaction_id": tx, "nested_transaction_ids": sorted(active)},
+            )
+        self.state.operations.on_transaction_finished(t.id, committed=True)
+        self.state.cypress.on_commit(t)
+        self._finish(t, "committed")
+
+    def abort(self, tx, reason="aborted"):
+        tx = self.normalize(tx)
+        if tx is None:
+            raise YtError("Transaction id is required for abort", 1)
+        t = self.get_any(tx)
+        self._abort(t, reason)
+
+    def _abort(self, t, reason):
+        for c in list(t.children):
+            ct = self.txs.get(c)
+            if ct is not None and ct.state == "active":
+                self._abort(ct, reason)
+        if t.kind == "master":
+            self.state.operations.on_transaction_finished(t.id, committed=False)
+            self.state.cypress.on_abort(t)
+        self._finish(t, reason)
+
+    def _finish(self, t, how):
+        t.state = how
+        self.txs.pop(t.id, None)
+        if t.parent is not None and t.parent in self.txs:
+            self.txs[t.parent].children.discard(t.id)
+        self.finished[t.id] = how
+        if len(self.finished) > 100000:
+            for k in list(self.finished)[:50000]:
+                del self.finished[k]
+
+    def expire(self, tx):
+        """Expire ``tx`` now, as if its timeout had passed (fault injection)."""
+        tx = self.normalize(tx)
+        t = self.get_any(tx)
+        self._abort(t, "expired")
+
+    def reap(self):
+        now = time.time()
+        for t in list(self.txs.values()):
+            if t.state == "active" and t.id in self.txs and t.expired(now):
+                # Abort the topmost expired transaction; children go with it.
+                self._abort(t, "expired")
+
+    def active_ids(self):
+        return sorted(self.txs)
