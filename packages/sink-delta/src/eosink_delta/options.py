@@ -1,0 +1,74 @@
+"""The options of the ``delta`` sink, from Python keywords or Spark's string options."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+import attrs
+
+from eosink import ConfigurationError
+
+Engine = Literal["delta-rs", "delta-spark", "auto"]
+ENGINES = ("delta-rs", "delta-spark", "auto")
+COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")
+
+
+def table_uri(path: str) -> str:
+    """The table's location as every process must see it: an absolute path or a URI.
+
+    A relative path is resolved here, once, so that executors and the fresh Python workers of
+    the data-source front door (whose working directory may differ) reach the same folder.
+    """
+    if not path:
+        raise ConfigurationError("sink 'delta': option path is empty; set it to the table's folder")
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    elif path.startswith("file:"):
+        path = path[len("file:") :]
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.abspath(path)
+
+
+def _names(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(p.strip() for p in value.split(",") if p.strip())
+    return tuple(str(v) for v in value)  # type: ignore[attr-defined]
+
+
+@attrs.frozen
+class DeltaOptions:
+    """Options of the ``delta`` sink.
+
+    ``path``: the table's folder (created as a Delta table on the first write).
+    ``partition_by``: partition columns of a new table; for an existing one, if given, they
+    must match the table's. ``merge_schema``: add the stream's new columns to the table
+    (Delta's ``mergeSchema``); without it a schema difference is an error. ``engine``:
+    ``delta-rs`` (default), ``delta-spark`` (Delta's own Spark writer, when its jars are on the
+    classpath) or ``auto``. ``compression``, ``row_group_rows`` and ``stats`` shape the Parquet
+    files the executors write.
+    """
+
+    path: str = attrs.field(converter=table_uri)
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    merge_schema: bool = False
+    engine: str = "delta-rs"
+    compression: str = "snappy"
+    row_group_rows: int = 1_000_000
+    stats: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigurationError(
+                f"sink 'delta': engine {self.engine!r} is unknown; use one of {', '.join(ENGINES)}"
+            )
+        if self.compression.lower() not in COMPRESSIONS:
+            raise ConfigurationError(
+                f"sink 'delta': compression {self.compression!r} is unknown; use one of "
+                f"{', '.join(COMPRESSIONS)}"
+            )
+        if self.row_group_rows < 1:
+            raise ConfigurationError("sink 'delta': row_group_rows must be a positive integer")

@@ -1,0 +1,290 @@
+"""The ``delta`` sink: Delta Lake tables through delta-rs, one Delta commit per batch.
+
+* ``init`` (driver) creates the table on the first write and checks the stream against it:
+  schema, partition columns, table features; with ``merge_schema`` it adds new columns.
+* ``write`` (executors) writes Parquet files straight into the table folder under names unique
+  to the attempt; readers do not see them: they are not in the Delta log.
+* ``commit`` (driver) reads a fresh snapshot, refuses if this writer's txn already covers the
+  batch (``AlreadyCommitted``), then commits the files' add actions, the
+  ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``) in one Delta
+  commit; complete mode removes every current file in that same commit. delta-rs does not
+  refuse a duplicate txn by itself: the check does; a concurrent commit of the same app id
+  after our snapshot makes delta-rs fail ours with a conflict, which then reads as "already
+  committed".
+* ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
+* ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.fs as pafs
+import structlog
+
+import eosink
+from eosink import (
+    AlreadyCommitted,
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    SinkError,
+    crash_point,
+    hookimpl,
+)
+from eosink_delta.options import DeltaOptions
+from eosink_delta.parquet import DeltaMessage, PartitionWriter
+from eosink_delta.schema import (
+    WritePlan,
+    check_schema,
+    delta_fields,
+    delta_schema_of,
+    normalize_schema,
+)
+from eosink_delta.table import (
+    ATTEMPT_KEY,
+    PROOF_KEY,
+    check_not_other_data,
+    check_partitions,
+    check_table_features,
+    committed_proof,
+    last_version,
+    open_table,
+)
+
+log = structlog.get_logger("eosink.delta")
+
+
+@attrs.frozen
+class DeltaState:
+    """What ``init`` hands every ``write`` and ``commit``: small and picklable."""
+
+    attempt: str  # unique per init call: names this attempt's files and its commit
+    read_version: int  # the table version init saw; this attempt's commit can only be later
+    plan: WritePlan
+    partition_by: tuple[str, ...]
+    table_schema: str  # the table's Delta schema (JSON) the plan was checked against
+
+
+class DeltaSink(eosink.Sink):
+    """Exactly-once into a Delta table: files + ``txn`` + proof in one Delta commit."""
+
+    name = "delta"
+    Options = DeltaOptions
+
+    @property
+    def uri(self) -> str:
+        return self.options.path
+
+    # -- driver ----------------------------------------------------------------------------
+    @hookimpl
+    def is_committed(self, ctx: BatchContext) -> Proof | None:
+        return committed_proof(self.uri, ctx)
+
+    @hookimpl
+    def init(self, ctx: BatchContext, schema: pa.Schema) -> DeltaState:
+        if self.options.engine == "delta-spark":
+            raise ConfigurationError(
+                "sink 'delta': engine 'delta-spark' writes through Spark's Delta writer, which "
+                "the eosink front doors do not drive; use eosink_delta.foreach_batch(...) or "
+                "eosink_delta.write_batch(...) for it, or engine='delta-rs' here"
+            )
+        from deltalake import DeltaTable
+
+        stream = normalize_schema(schema)
+        delta_schema = delta_schema_of(stream)
+        wanted = self.options.partition_by
+        table = open_table(self.uri)
+        if table is None:
+            check_not_other_data(self.uri)
+            self._check_new_partitions(stream, wanted)
+            DeltaTable.create(self.uri, delta_schema, mode="ignore", partition_by=list(wanted))
+            log.info("delta.table_created", table=self.uri, partition_by=list(wanted))
+            table = open_table(self.uri)
+            assert table is not None
+        check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)
+        partition_by = tuple(table.metadata().partition_columns)
+        check_partitions(self.uri, list(partition_by), wanted)
+        missing = [c for c in partition_by if c not in stream.names]
+        if missing:
+            raise ConfigurationError(
+                f"sink 'delta': the table at {self.uri} is partitioned by {list(partition_by)} but "
+                f"the stream lacks {missing}; select those columns in the query"
+            )
+        checked = check_schema(
+            delta_fields(table.schema()),
+            stream,
+            where=self.uri,
+            merge_schema=self.options.merge_schema,
+        )
+        if checked.new_columns:
+            added = delta_schema_of(pa.schema(list(checked.new_columns))).fields
+            table.alter.add_columns(list(added))
+            log.info("delta.schema_merged", table=self.uri, columns=[f.name for f in added])
+            table = open_table(self.uri)
+            assert table is not None
+        fields = delta_fields(table.schema())
+        data = pa.schema(
+            [
+                f.with_type(checked.casts.get(f.name, f.type))
+                for f in stream
+                if f.name not in partition_by
+            ]
+        )
+        not_null = tuple(n for n, f in fields.items() if not f.get("nullable", True))
+        return DeltaState(
+            attempt=uuid.uuid4().hex,
+            read_version=table.version(),
+            plan=WritePlan(data_schema=data, not_null=not_null),
+            partition_by=partition_by,
+            table_schema=table.schema().to_json(),
+        )
+
+    def _check_new_partitions(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
+        missing = [c for c in wanted if c not in stream.names]
+        if missing:
+            raise ConfigurationError(
+                f"sink 'delta': partitionBy names {missing}, which the stream lacks (it has "
+                f"{stream.names}); partition by columns of the query"
+            )
+        if wanted and len(wanted) == len(stream.names):
+            raise ConfigurationError(
+                "sink 'delta': partitionBy names every column of the stream; a Delta table needs "
+                "at least one data column: partition by fewer columns"
+            )
+        nested = [c for c in wanted if pa.types.is_nested(stream.field(c).type)]
+        if nested:
+            raise ConfigurationError(
+                f"sink 'delta': partition columns must be of simple types; {nested} are nested: "
+                "partition by a simple column (e.g. a date or a string)"
+            )
+
+    @hookimpl
+    def commit(
+        self, ctx: BatchContext, state: DeltaState, messages: list[DeltaMessage], proof: Proof
+    ) -> None:
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+        files = [f for m in messages for f in m.files]
+        table = open_table(self.uri)
+        if table is None:
+            raise SinkError(
+                f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch is "
+                "not committed and will be written again when the query restarts"
+            )
+        last = last_version(table, ctx.writer_id)
+        if last is not None and last >= ctx.batch_id:
+            raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
+        self._check_still_compatible(table, state)
+        self._check_files_exist(ctx, files)
+        crash_point("commit:checked")
+        actions = [
+            AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
+            for f in files
+        ]
+        properties = CommitProperties(
+            # No last_updated: Delta's txn retention expires txns by it, so without it this
+            # writer's evidence never expires (see eosink_delta.table).
+            app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
+            custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
+        )
+        try:
+            table.create_write_transaction(
+                actions,
+                "overwrite" if ctx.mode == "complete" else "append",
+                table.schema(),
+                partition_by=list(state.partition_by),
+                commit_properties=properties,
+            )
+        except CommitFailedError as exc:
+            fresh = open_table(self.uri)
+            now = last_version(fresh, ctx.writer_id) if fresh is not None else None
+            if now is not None and now >= ctx.batch_id:
+                raise AlreadyCommitted(
+                    f"{ctx.label}: a concurrent commit of this writer won ({exc})"
+                ) from None
+            raise SinkError(
+                f"{ctx.label}: the Delta commit failed on a conflict with another writer "
+                f"({exc}); nothing of this batch is in the table. Restart the query (or rerun "
+                "the job with the same version): the batch is written again."
+            ) from exc
+        crash_point("commit:committed")
+        log.debug("delta.committed", table=self.uri, writer=ctx.writer_id, batch=ctx.batch_id,
+                  files=len(files))
+
+    def _check_still_compatible(self, table: Any, state: DeltaState) -> None:
+        current = table.schema().to_json()
+        if current == state.table_schema:
+            return
+        check_schema(
+            delta_fields(table.schema()),
+            state.plan.data_schema,
+            where=self.uri,
+            merge_schema=False,
+        )
+
+    def _check_files_exist(self, ctx: BatchContext, files: list[Any]) -> None:
+        if not files:
+            return
+        fs, base = pafs.FileSystem.from_uri(self.uri)
+        infos = fs.get_file_info([f"{base}/{f.path}" for f in files])
+        missing = [f.path for f, i in zip(files, infos) if i.type == pafs.FileType.NotFound]
+        if missing:
+            raise SinkError(
+                f"{ctx.label}: {len(missing)} file(s) the executors wrote are gone (e.g. "
+                f"{missing[0]}), likely removed by a VACUUM with a short retention while the batch "
+                "ran; nothing was committed. Restart the query to rewrite the batch, and keep "
+                "VACUUM's retention above the longest batch duration (the default 7 days is safe)."
+            )
+
+    @hookimpl
+    def abort(
+        self, ctx: BatchContext, state: DeltaState | None, messages: list[DeltaMessage | None]
+    ) -> None:
+        if state is None:
+            return
+        files = [f for m in messages if m is not None for f in m.files]
+        if not files:
+            return
+        table = open_table(self.uri)
+        if table is None:
+            return
+        newer = table.version() - state.read_version
+        if newer > 0:
+            history = table.history(newer)
+            if len(history) < newer or any(h.get(ATTEMPT_KEY) == state.attempt for h in history):
+                return  # committed (or cannot tell): keep the files; VACUUM handles orphans
+        fs, base = pafs.FileSystem.from_uri(self.uri)
+        for f in files:
+            try:
+                fs.delete_file(f"{base}/{f.path}")
+            except OSError:
+                pass  # an orphan; VACUUM removes it
+
+    # -- executors -------------------------------------------------------------------------
+    @hookimpl
+    def write(
+        self, state: DeltaState, partition_id: int, attempt: int, batches: Iterator[pa.RecordBatch]
+    ) -> DeltaMessage:
+        writer = PartitionWriter(
+            root=self.uri,
+            prefix=f"part-{partition_id:05d}-{state.attempt}-{attempt}",
+            plan=state.plan,
+            partition_by=state.partition_by,
+            compression=self.options.compression,
+            row_group_rows=self.options.row_group_rows,
+            stats=self.options.stats,
+        )
+        return writer.write_all(batches)
+
+
+def read_table(path: str) -> pa.Table:
+    """What the table holds, read by delta-rs (an independent reader of the Delta log)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(path).to_pyarrow_table()

@@ -1,0 +1,192 @@
+"""Front doors that choose the engine: delta-rs (eosink's protocol) or Delta's own Spark writer.
+
+``engine="delta-spark"`` is seed 002's path for Sparks that have the Delta jars::
+
+    df.write.format("delta").option("txnAppId", writer_id).option("txnVersion", batch_id)
+
+Delta itself then records the ``txn`` and skips versions at or below the last one. eosink adds
+what it adds to every sink, shared with the delta-rs engine: the writer identity, the skip rule
+checked (and logged) before anything runs, the check that a new checkpoint does not point at a
+writer's old output, and the proof (query id, checkpoint) in the commit's ``userMetadata``, read
+back through delta-rs. ``engine="auto"`` picks delta-spark when the jars are on the classpath,
+else delta-rs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import structlog
+
+import eosink
+from eosink import BatchContext, BatchOutcome, ConfigurationError, MissingWriterIdError, Proof
+from eosink.protocol import check_identity
+from eosink_delta.options import ENGINES, DeltaOptions
+from eosink_delta.sink import DeltaSink
+from eosink_delta.table import (
+    PROOF_KEY,
+    check_not_other_data,
+    check_partitions,
+    check_table_features,
+    committed_proof,
+    open_table,
+)
+
+log = structlog.get_logger("eosink.delta")
+
+DELTA_CLASS = "org.apache.spark.sql.delta.DeltaLog"
+NO_JARS = (
+    "Delta's Spark jars are not on this Spark's classpath: add them "
+    "(spark.jars.packages=io.delta:delta-spark_2.13:<version>, or the jars in spark.jars) or use "
+    "engine='delta-rs', which needs no jars"
+)
+
+
+def delta_jars_present(spark: Any) -> bool:
+    """Whether ``spark`` (classic, with a JVM) can load Delta's Spark classes."""
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(DELTA_CLASS)  # noqa: SLF001
+    except Exception:  # noqa: BLE001 - Spark Connect, or no jars
+        return False
+    return True
+
+
+def choose_engine(spark: Any, engine: str) -> str:
+    if engine not in ENGINES:
+        raise ConfigurationError(f"engine {engine!r} is unknown; use one of {', '.join(ENGINES)}")
+    if engine == "auto":
+        return "delta-spark" if delta_jars_present(spark) else "delta-rs"
+    if engine == "delta-spark" and not delta_jars_present(spark):
+        raise ConfigurationError(f"engine 'delta-spark': {NO_JARS}")
+    return engine
+
+
+def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) -> BatchOutcome:
+    """One batch through Delta's Spark writer, with eosink's skip rule and proof around it."""
+    if not ctx.writer_id:
+        raise MissingWriterIdError("delta")
+    uri = options.path
+    proof = committed_proof(uri, ctx)
+    if proof is not None and proof.batch_id >= ctx.batch_id:
+        check_identity(ctx, proof)
+        reason = f"committed up to batch {proof.batch_id}"
+        log.info("batch.skipped", sink="delta", writer=ctx.writer_id, batch=ctx.batch_id,
+                 kind=ctx.kind, skipped=True, reason=reason, engine="delta-spark")
+        return BatchOutcome(ctx, "skipped", reason=reason)
+    table = open_table(uri)
+    if table is None:
+        check_not_other_data(uri)
+    else:
+        check_table_features(uri, table, engine="delta-spark", mode=ctx.mode)
+        check_partitions(uri, list(table.metadata().partition_columns), options.partition_by)
+    stored = Proof(
+        writer_id=ctx.writer_id,
+        batch_id=ctx.batch_id,
+        query_id=ctx.query_id,
+        checkpoint=ctx.checkpoint,
+    )
+    writer = (
+        df.write.format("delta")
+        .option("txnAppId", ctx.writer_id)
+        .option("txnVersion", str(ctx.batch_id))
+        .option("userMetadata", json.dumps({PROOF_KEY: stored.to_json()}))
+        .mode("overwrite" if ctx.mode == "complete" else "append")
+    )
+    if options.merge_schema:
+        writer = writer.option("mergeSchema", "true")
+    if options.partition_by:
+        writer = writer.partitionBy(*options.partition_by)
+    writer.save(uri)
+    log.info("batch.committed", sink="delta", writer=ctx.writer_id, batch=ctx.batch_id,
+             kind=ctx.kind, skipped=False, engine="delta-spark")
+    return BatchOutcome(ctx, "committed")
+
+
+def _options(path: str, options: dict[str, Any]) -> DeltaOptions:
+    return DeltaSink(dict(options, path=path)).options
+
+
+@attrs.define
+class DeltaForeachBatch:
+    """The ``foreachBatch`` function; the engine is chosen on the first batch's session."""
+
+    options: DeltaOptions
+    writer_id: str
+    mode: str = "append"
+    plugins: tuple[Any, ...] = ()
+    engine: str | None = None
+    outcomes: list[BatchOutcome] = attrs.field(factory=list)
+    _rs: Any = None
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        if self.engine is None:
+            self.engine = choose_engine(df.sparkSession, self.options.engine)
+            log.info("delta.engine", engine=self.engine, table=self.options.path)
+        if self.engine == "delta-rs":
+            if self._rs is None:
+                sink = DeltaSink(attrs.evolve(self.options, engine="delta-rs"))
+                self._rs = eosink.foreach_batch(
+                    sink, writer_id=self.writer_id, mode=self.mode, plugins=self.plugins
+                )
+            self._rs(df, batch_id)
+            self.outcomes.append(self._rs.outcomes[-1])
+            return
+        from eosink.spark.foreach_batch import _query_identity
+
+        query_id, checkpoint = _query_identity(df)
+        ctx = BatchContext(
+            sink="delta",
+            writer_id=self.writer_id,
+            batch_id=int(batch_id),
+            kind="stream",
+            mode=self.mode,  # type: ignore[arg-type]
+            query_id=query_id,
+            checkpoint=checkpoint,
+        )
+        self.outcomes.append(write_with_delta_spark(df, ctx, self.options))
+
+
+def foreach_batch(
+    path: str, *, writer_id: str, mode: str = "append", plugins: tuple = (), **options: Any
+) -> DeltaForeachBatch:
+    """``df.writeStream.foreachBatch(eosink_delta.foreach_batch(path, writer_id=...))``.
+
+    Options as the ``delta`` sink's; ``engine="auto"`` (the default here) uses Delta's Spark
+    writer when its jars are present, else delta-rs.
+    """
+    if not writer_id:
+        raise MissingWriterIdError("delta")
+    options.setdefault("engine", "auto")
+    return DeltaForeachBatch(_options(path, options), str(writer_id), mode, tuple(plugins))
+
+
+def write_batch(
+    df: Any,
+    path: str,
+    *,
+    writer_id: str,
+    version: int,
+    mode: str = "append",
+    **options: Any,
+) -> BatchOutcome:
+    """A batch job's write, exactly once per (writer id, version): seed 002 on either engine."""
+    if not writer_id:
+        raise MissingWriterIdError("delta")
+    options.setdefault("engine", "auto")
+    opts = _options(path, options)
+    engine = choose_engine(df.sparkSession, opts.engine)
+    if engine == "delta-rs":
+        sink = DeltaSink(attrs.evolve(opts, engine="delta-rs"))
+        return eosink.write_batch(df, sink, writer_id=writer_id, version=version, mode=mode)[0]
+    if version is None or int(version) < 0:
+        raise ConfigurationError("write_batch needs version=<non-negative int>")
+    ctx = BatchContext(
+        sink="delta",
+        writer_id=str(writer_id),
+        batch_id=int(version),
+        kind="batch",
+        mode=mode,  # type: ignore[arg-type]
+    )
+    return write_with_delta_spark(df, ctx, opts)

@@ -1,0 +1,242 @@
+"""What both engines share: the table handle, the batch identity, the skip rule's evidence.
+
+The evidence that batch ``b`` of writer ``w`` is in the table is a Delta app transaction
+``txn(appId=w, version=b)`` committed with the batch's files. Delta keeps only the latest
+version per app id in the table's state, so "committed" means ``transaction_version(w) >= b``
+on a fresh snapshot, and nothing else. The rest of eosink's proof (query id, checkpoint, rows,
+fingerprint) does not fit in a ``txn``; it goes into the ``commitInfo`` of the same commit and
+is read back from the table's history, for the details only.
+
+Txn retention: Delta expires an app transaction (``delta.setTransactionRetentionDuration``)
+by its ``lastUpdated`` time. eosink's delta-rs engine writes its ``txn`` without
+``lastUpdated``, so no retention setting can expire it. Delta's own Spark writer sets
+``lastUpdated``: that engine refuses tables that set a retention.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import structlog
+
+from eosink import BatchContext, ConfigurationError, EosinkError, Proof
+
+log = structlog.get_logger("eosink.delta")
+
+#: commitInfo keys eosink writes next to the txn.
+PROOF_KEY = "eosink.proof"
+ATTEMPT_KEY = "eosink.attempt"
+TXN_RETENTION = "delta.setTransactionRetentionDuration"
+#: History entries read per step when looking for a proof's details.
+HISTORY_STEP = 200
+
+
+class ForeignTransactionError(EosinkError):
+    """The table holds this writer id's txn, but not written by eosink."""
+
+
+def is_delta_table(uri: str) -> bool:
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(uri)
+
+
+def open_table(uri: str) -> Any | None:
+    """A fresh handle on the table's latest snapshot, or ``None`` when there is no table."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    try:
+        return DeltaTable(uri)
+    except TableNotFoundError:
+        return None
+    except DeltaError:
+        try:
+            exists = DeltaTable.is_deltatable(uri)
+        except OSError:  # e.g. the path is a file
+            exists = False
+        if not exists:
+            return None
+        raise
+
+
+def last_version(table: Any, writer_id: str) -> int | None:
+    """The latest batch (txn version) of ``writer_id`` in ``table``'s snapshot."""
+    return table.transaction_version(writer_id)
+
+
+def proof_of_commit(commit_info: Mapping[str, Any]) -> Proof | None:
+    """The eosink proof stored in a commitInfo (delta-rs engine: a key; Spark: userMetadata)."""
+    text = commit_info.get(PROOF_KEY)
+    if text is None:
+        meta = commit_info.get("userMetadata")
+        if isinstance(meta, str) and PROOF_KEY in meta:
+            try:
+                text = json.loads(meta).get(PROOF_KEY)
+            except ValueError:
+                text = None
+    if text is None:
+        return None
+    try:
+        return Proof.from_json(text) if isinstance(text, str) else Proof.from_dict(text)
+    except (ValueError, TypeError):
+        return None
+
+
+def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> Proof | None:
+    """The stored proof of ``batch_id`` (if kept) else of ``last``, from the commit history.
+
+    Reads the history newest first, in steps, and stops at the first proof of this writer at or
+    below ``batch_id``: versions only grow per writer, so nothing older can match.
+    """
+    latest: Proof | None = None
+    seen, limit = 0, HISTORY_STEP
+    while True:
+        history = table.history(limit)
+        for commit in history[seen:]:
+            proof = proof_of_commit(commit)
+            if proof is None or proof.writer_id != writer_id:
+                continue
+            if latest is None and proof.batch_id == last:
+                latest = proof
+            if proof.batch_id == batch_id:
+                return proof
+            if proof.batch_id < batch_id:
+                return latest
+        if len(history) < limit:
+            return latest
+        seen, limit = len(history), limit * 2
+
+
+def committed_proof(uri: str, ctx: BatchContext) -> Proof | None:
+    """``is_committed`` of both engines: a fresh snapshot's txn decides, the history details it."""
+    table = open_table(uri)
+    if table is None:
+        return None
+    last = last_version(table, ctx.writer_id)
+    if last is None or last < ctx.batch_id:
+        return None
+    proof = find_proof(table, ctx.writer_id, ctx.batch_id, last)
+    if proof is not None:
+        return proof
+    if ctx.kind == "stream":
+        raise ForeignTransactionError(
+            f"{ctx.label}: the Delta table at {uri} already records app id {ctx.writer_id!r} at "
+            f"version {last}, but not from eosink (e.g. a Spark job with txnAppId="
+            f"{ctx.writer_id!r}, or its log entry has expired), so this stream would skip every "
+            f"batch up to {last}. To proceed: give this query a writer id no other job uses "
+            "(its rows are then added to what the table holds); or write to a new table."
+        )
+    log.info(
+        "delta.proof_without_details",
+        writer=ctx.writer_id,
+        batch=ctx.batch_id,
+        last=last,
+        reason="the txn's commit carries no eosink proof (another writer or an expired log entry)",
+    )
+    return Proof(writer_id=ctx.writer_id, batch_id=last)
+
+
+def check_not_other_data(uri: str) -> None:
+    """Refuse a folder that holds files but no Delta log: it is not a table eosink may create."""
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(uri)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        return
+    if info.type != pafs.FileType.Directory:
+        raise ConfigurationError(
+            f"sink 'delta': path {uri} is a file, not a Delta table folder; point option path at "
+            "a folder (a new or empty one to create the table)"
+        )
+    entries = fs.get_file_info(pafs.FileSelector(root, recursive=False))
+    names = sorted(posixpath.basename(e.path) for e in entries)
+    if names:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise ConfigurationError(
+            f"sink 'delta': path {uri} is not a Delta table: it has no _delta_log but holds "
+            f"{len(names)} entries ({shown}). Point option path at the table's folder, or at a new "
+            "or empty folder to create a table there; to turn existing Parquet files into a "
+            "table use deltalake.convert_to_deltalake first."
+        )
+
+
+def check_table_features(uri: str, table: Any, *, engine: str, mode: str) -> None:
+    """Refuse tables whose features this engine would silently violate."""
+    config = dict(table.metadata().configuration or {})
+    mapping = config.get("delta.columnMapping.mode", "none")
+    if mapping not in (None, "none"):
+        raise ConfigurationError(
+            f"sink 'delta': the table at {uri} uses column mapping ({mapping}), which the delta-rs "
+            "engine cannot write correctly; use engine='delta-spark' on a Spark with Delta, or "
+            "write to a table without column mapping"
+        )
+    constraints = sorted(k for k in config if k.startswith("delta.constraints."))
+    if constraints and engine == "delta-rs":
+        raise ConfigurationError(
+            f"sink 'delta': the table at {uri} has CHECK constraints ({', '.join(constraints)}) "
+            "that the delta-rs engine does not enforce on the files it adds; use "
+            "engine='delta-spark' on a Spark with Delta, or drop the constraints"
+        )
+    if mode == "complete" and str(config.get("delta.appendOnly", "false")).lower() == "true":
+        raise ConfigurationError(
+            f"sink 'delta': the table at {uri} is append-only (delta.appendOnly=true) but the "
+            "query's output mode is complete, which replaces the table's content; use append "
+            "mode, or unset delta.appendOnly"
+        )
+    retention = config.get(TXN_RETENTION)
+    if retention and engine == "delta-spark":
+        raise ConfigurationError(
+            f"sink 'delta': the table at {uri} sets {TXN_RETENTION}={retention}: Delta's Spark "
+            "writer stamps its txn with a time, and the retention would expire it, and with it the "
+            "evidence eosink skips replayed batches by (they would be written twice). Unset it "
+            f"(ALTER TABLE delta.`{uri}` UNSET TBLPROPERTIES ('{TXN_RETENTION}')), or use the "
+            "delta-rs engine, whose txn never expires."
+        )
+    if retention:
+        log.info("delta.txn_retention_ignored", table=uri, retention=retention,
+                 reason="eosink's txn carries no lastUpdated, so retention cannot expire it")
+
+
+def check_partitions(uri: str, table_columns: list[str], wanted: tuple[str, ...]) -> None:
+    if wanted and list(wanted) != list(table_columns):
+        have = ", ".join(table_columns) or "none"
+        raise ConfigurationError(
+            f"sink 'delta': the table at {uri} is partitioned by [{have}] but option partitionBy "
+            f"is [{', '.join(wanted)}]; set partitionBy to [{have}] (or leave it out to use the "
+            "table's), or write to a new table"
+        )
+
+
+# -- partition values ------------------------------------------------------------------------
+def partition_value(value: Any) -> str | None:
+    """A partition value as the Delta protocol serializes it."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> str:
+    """The Hive-style folder of a partition (``day=2024-01-01/...``), escaped for any store."""
+    parts = []
+    for name, value in zip(columns, values):
+        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe=" -_.")
+        parts.append(f"{quote(name, safe='-_.')}={text}")
+    return "/".join(parts)

@@ -1,0 +1,192 @@
+"""Throughput of the delta sink beside Spark's parquet sink and eosink-files, on one stream.
+
+The stream: ``--batches`` micro-batches of ``--rows`` rows x 5 columns (Parquet files read with
+``maxFilesPerTrigger``, two files a batch), on ``local[--cores]``. Every sink gets the same
+stream from a fresh checkpoint; rows/s is the whole query's wall time (start to the end of the
+last batch). The commit overhead is the median time of the sink's ``commit`` hook (the Delta
+commit), measured through the foreachBatch front door.
+
+    ./pants run packages/sink-delta/tests:bench             # 5 x 2M rows, local[2]
+    python packages/sink-delta/tests/bench_delta.py --rows 200000 --batches 3  # dev loop
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+
+import eosink
+from eosink.testing.spark import local_spark
+
+SCHEMA = "id long, name string, amount double, day date, ts timestamp"
+
+
+FILES_PER_BATCH = 2  # one task per file: every core gets work
+
+
+def make_source(folder: str, batches: int, rows: int) -> None:
+    os.makedirs(folder)
+    rows //= FILES_PER_BATCH
+    for b in range(batches * FILES_PER_BATCH):
+        start = b * rows
+        ids = pa.array(range(start, start + rows), pa.int64())
+        table = pa.table(
+            {
+                "id": ids,
+                "name": pa.array([f"name-{i % 10_000}" for i in range(start, start + rows)]),
+                "amount": pa.array([i * 0.25 for i in range(start, start + rows)], pa.float64()),
+                "day": pa.array([19_000 + (i % 30) for i in range(rows)], pa.int32()).cast(
+                    pa.date32()
+                ),
+                "ts": pa.array(
+                    [1_700_000_000_000_000 + i * 1_000 for i in range(rows)], pa.int64()
+                ).cast(pa.timestamp("us", tz="UTC")),
+            }
+        )
+        pq.write_table(table, os.path.join(folder, f"part-{b:03d}.parquet"))
+
+
+class CommitTimer:
+    """A cross-cutting plugin: the duration of every commit hook."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+
+    @eosink.hookimpl(wrapper=True)
+    def commit(self):  # noqa: ANN201
+        started = time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            self.durations.append(time.perf_counter() - started)
+
+
+def timed(start: Callable[[], Any]) -> float:
+    began = time.perf_counter()
+    query = start()
+    query.awaitTermination()
+    if query.exception():
+        raise RuntimeError(str(query.exception()))
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args()
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    work = args.workdir or tempfile.mkdtemp(prefix="eosink-delta-bench-")
+    source = os.path.join(work, "source")
+    if not os.path.exists(source):
+        make_source(source, args.batches, args.rows)
+    spark = local_spark(cores=args.cores)
+    eosink.register_data_sources(spark)
+    total = args.batches * args.rows
+
+    def stream() -> Any:
+        return (
+            spark.readStream.schema(SCHEMA)
+            .option("maxFilesPerTrigger", FILES_PER_BATCH)
+            .parquet(source)
+            .writeStream.trigger(availableNow=True)
+        )
+
+    def out(name: str) -> tuple[str, str]:
+        target, checkpoint = os.path.join(work, name), os.path.join(work, name + "-ckpt")
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        return target, checkpoint
+
+    runs: dict[str, Callable[[], Any]] = {}
+
+    def spark_parquet() -> Any:
+        target, ckpt = out("spark-parquet")
+        return stream().format("parquet").option("path", target).option(
+            "checkpointLocation", ckpt
+        ).start()
+
+    runs["spark parquet (built-in)"] = spark_parquet
+    files_available = True
+    try:
+        eosink.sink("files", path=os.path.join(work, "probe"))
+    except Exception as exc:  # noqa: BLE001 - report and go on without it
+        files_available = False
+        print(f"eosink-files not available: {exc}")
+    if files_available:
+
+        def files_source() -> Any:
+            target, ckpt = out("eosink-files")
+            return stream().format("eosink-files").option("writerId", "bench").option(
+                "path", target
+            ).option("checkpointLocation", ckpt).start()
+
+        def files_foreach() -> Any:
+            target, ckpt = out("eosink-files-fb")
+            writer = eosink.foreach_batch(eosink.sink("files", path=target), writer_id="bench")
+            return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
+
+        runs["eosink-files (data source)"] = files_source
+        runs["eosink-files (foreachBatch)"] = files_foreach
+
+    def delta_source() -> Any:
+        target, ckpt = out("eosink-delta")
+        return stream().format("eosink-delta").option("writerId", "bench").option(
+            "path", target
+        ).option("checkpointLocation", ckpt).start()
+
+    timer = CommitTimer()
+
+    def delta_foreach() -> Any:
+        target, ckpt = out("eosink-delta-fb")
+        writer = eosink.foreach_batch(
+            eosink.sink("delta", path=target), writer_id="bench", plugins=[timer]
+        )
+        return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
+
+    runs["eosink-delta (data source)"] = delta_source
+    runs["eosink-delta (foreachBatch)"] = delta_foreach
+
+    timed(spark_parquet)  # warm-up: JIT, file cache, Python workers
+    seconds = {name: timed(start) for name, start in runs.items()}
+
+    from deltalake import DeltaTable
+
+    for name in ("eosink-delta", "eosink-delta-fb"):
+        held = DeltaTable(os.path.join(work, name)).count()
+        assert held == total, f"{name}: {held} rows, expected {total}"
+
+    base = seconds["spark parquet (built-in)"]
+    files_best = min(
+        (s for n, s in seconds.items() if n.startswith("eosink-files")), default=None
+    )
+    print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
+    print(f"{'sink':30} {'seconds':>8} {'rows/s':>12} {'vs spark':>9} {'vs files':>9}")
+    for name, s in seconds.items():
+        vs_files = f"{files_best / s:8.2f}x" if files_best else "      n/a"
+        print(f"{name:30} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files}")
+    median_ms = statistics.median(timer.durations) * 1000 if timer.durations else float("nan")
+    print(f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
+          f"over {len(timer.durations)} batches; all: "
+          + ", ".join(f"{d * 1000:.0f}" for d in timer.durations))
+    spark.stop()
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""The delta sink without Spark: seed 002, the log's contents, modes, types, retention, races."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+import structlog
+from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
+from eosink_delta import table as table_module
+from eosink_delta.sink import DeltaSink, read_table
+from delta_helpers import QUERY, log_actions, rows, run, txns
+
+import eosink
+from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink.registry import plugin_manager
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "table")
+
+
+def ids(path):
+    return sorted(read_table(path).column("id").to_pylist())
+
+
+def test_entry_point_finds_the_sink(path):
+    sink = eosink.sink("delta", path=path, partitionBy="name")
+    assert isinstance(sink, DeltaSink)
+    assert sink.options.partition_by == ("name",)
+
+
+def test_seed_002_daily_etl(path):
+    """dailyETL 23424 writes; 23422 (and 23424 again) is skipped and logged; anotherETL writes."""
+    sink = DeltaSink(path=path)
+    with structlog.testing.capture_logs() as events:
+        statuses = [
+            run(sink, 23424, [rows(1)], writer_id="dailyETL", kind="batch").status,
+            run(sink, 23422, [rows(2)], writer_id="dailyETL", kind="batch").status,
+            run(sink, 23424, [rows(1)], writer_id="dailyETL", kind="batch").status,
+            run(sink, 23424, [rows(1)], writer_id="anotherETL", kind="batch").status,
+        ]
+    assert statuses == ["committed", "skipped", "skipped", "committed"]
+    assert Counter(ids(path)) == Counter(rows(1).column("id").to_pylist() * 2)
+    assert txns(path) == [("dailyETL", 23424), ("anotherETL", 23424)]
+    skipped = [e for e in events if e["event"] == "batch.skipped"]
+    assert [(e["writer"], e["batch"]) for e in skipped] == [
+        ("dailyETL", 23422),
+        ("dailyETL", 23424),
+    ]
+    assert all("committed up to batch 23424" in e["reason"] for e in skipped)
+    table = DeltaTable(path)
+    assert table.transaction_version("dailyETL") == 23424
+    assert table.transaction_version("anotherETL") == 23424
+
+
+def test_one_commit_with_txn_and_proof_per_batch(path):
+    sink = DeltaSink(path=path)
+    for batch in range(3):
+        run(sink, batch, [rows(batch, 3), rows(batch + 100, 2)])
+    run(sink, 1)  # a replay: skipped, no commit
+    actions = log_actions(path)
+    assert txns(path) == [("w", 0), ("w", 1), ("w", 2)]
+    for version in (1, 2, 3):  # version 0 created the table
+        commit = [a for v, a in actions if v == version]
+        (info,) = [a["commitInfo"] for a in commit if "commitInfo" in a]
+        proof = Proof.from_json(info["eosink.proof"])
+        (txn,) = [a["txn"] for a in commit if "txn" in a]
+        assert (proof.writer_id, proof.batch_id, proof.query_id) == ("w", txn["version"], QUERY)
+        assert proof.rows == 5
+        adds = [a["add"] for a in commit if "add" in a]
+        assert len(adds) == 2
+        stats = [json.loads(a["stats"]) for a in adds]
+        assert sorted(s["numRecords"] for s in stats) == [2, 3]
+        assert all(s["minValues"]["id"] <= s["maxValues"]["id"] for s in stats)
+        assert all(s["nullCount"] == {"id": 0, "name": 0} for s in stats)
+    assert DeltaTable(path).version() == 3
+
+
+def test_is_committed_reads_the_proof_of_the_exact_batch(path):
+    sink = DeltaSink(path=path)
+    for batch in range(3):
+        run(sink, batch)
+    hook = plugin_manager(sink).hook
+    ctx = BatchContext(sink="delta", writer_id="w", batch_id=1, query_id=QUERY)
+    proof = hook.is_committed(ctx=ctx)
+    assert (proof.batch_id, proof.query_id, proof.rows) == (1, QUERY, 5)
+    assert hook.is_committed(ctx=BatchContext(sink="delta", writer_id="w", batch_id=3)) is None
+    assert hook.is_committed(ctx=BatchContext(sink="delta", writer_id="x", batch_id=0)) is None
+
+
+def test_complete_mode_replaces_the_content_in_the_same_commit(path):
+    sink = DeltaSink(path=path)
+    run(sink, 0, [rows(0, 4)], mode="complete")
+    run(sink, 1, [rows(1, 2)], mode="complete")
+    assert ids(path) == rows(1, 2).column("id").to_pylist()
+    last = [a for v, a in log_actions(path) if v == DeltaTable(path).version()]
+    assert sum("remove" in a for a in last) == 1 and sum("add" in a for a in last) == 1
+    assert [a["txn"]["version"] for a in last if "txn" in a] == [1]
+    assert run(sink, 1, [rows(1, 2)], mode="complete").status == "skipped"
+
+
+def test_partitioned_table_layout_and_values(path):
+    day = pa.array(["2024-01-01", "2024-01-02", None, "a b/c%", "2024-01-01"])
+    sink = DeltaSink(path=path, partition_by=["day"])
+    run(sink, 0, [rows(0, day=day)])
+    table = DeltaTable(path)
+    assert table.metadata().partition_columns == ["day"]
+    got = sorted((r["id"], r["day"]) for r in read_table(path).to_pylist())
+    assert got == sorted(zip(rows(0).column("id").to_pylist(), day.to_pylist()))
+    adds = [a["add"] for _, a in log_actions(path) if "add" in a]
+    assert len(adds) == 4  # one file per partition value in the task
+    values = {a["partitionValues"]["day"] for a in adds}
+    assert values == {"2024-01-01", "2024-01-02", None, "a b/c%"}
+    # A later sink without partitionBy uses the table's partitioning.
+    run(DeltaSink(path=path), 1, [rows(1, day=day)])
+    assert len(ids(path)) == 10
+
+
+def test_spark_time_zones_and_naive_timestamps(path):
+    """Spark hands 'Etc/UTC' (or the session's zone); delta-rs takes 'UTC': same instants."""
+    instants = [0, 1_700_000_000_123_456, 1_500_000_000_000_001, 86_400_000_000, None]
+    batch = rows(
+        0,
+        ts=pa.array(instants, pa.timestamp("us", tz="Etc/UTC")),
+        local=pa.array(instants, pa.timestamp("us", tz="America/New_York")),
+        ntz=pa.array(instants, pa.timestamp("us")),
+        day=pa.array([dt.date(2024, 1, d + 1) for d in range(5)]),
+    )
+    sink = DeltaSink(path=path)
+    run(sink, 0, [batch])
+    schema = DeltaTable(path).schema().to_json()
+    types = {f["name"]: f["type"] for f in json.loads(schema)["fields"]}
+    assert [types[c] for c in ("ts", "local", "ntz")] == ["timestamp", "timestamp", "timestamp_ntz"]
+    back = read_table(path).sort_by("id")
+    assert back.column("ts").cast(pa.int64()).to_pylist() == instants
+    assert back.column("local").cast(pa.int64()).to_pylist() == instants
+    assert back.column("ntz").cast(pa.int64()).to_pylist() == instants
+    # Another session time zone on the next batch is the same column type.
+    later = rows(1, ts=pa.array(instants, pa.timestamp("us", tz="Europe/Berlin")),
+                 local=pa.array(instants, pa.timestamp("us", tz="UTC")),
+                 ntz=pa.array(instants, pa.timestamp("us")),
+                 day=pa.array([dt.date(2024, 2, d + 1) for d in range(5)]))
+    assert run(sink, 1, [later]).status == "committed"
+    stats = [json.loads(a["add"]["stats"]) for _, a in log_actions(path) if "add" in a]
+    assert stats[0]["minValues"]["ts"] == "1970-01-01T00:00:00.000Z"
+    assert stats[0]["maxValues"]["ts"] == "2023-11-14T22:13:20.124Z"  # rounded up to the ms
+    assert stats[0]["minValues"]["day"] == "2024-01-01"
+
+
+def test_merge_schema_adds_new_columns(path):
+    run(DeltaSink(path=path), 0)
+    wider = rows(1, score=pa.array([1.5] * 5))
+    with pytest.raises(eosink.ConfigurationError, match="mergeSchema=true"):
+        run(DeltaSink(path=path), 1, [wider])
+    assert run(DeltaSink(path=path, merge_schema=True), 1, [wider]).status == "committed"
+    back = read_table(path).sort_by("id").to_pylist()
+    assert [r["score"] for r in back] == [None] * 5 + [1.5] * 5
+
+
+def test_narrower_types_widen_and_missing_nullable_columns_are_null(path):
+    run(DeltaSink(path=path), 0)
+    narrow = pa.record_batch({"id": pa.array([7, 8], pa.int32())})
+    assert run(DeltaSink(path=path), 1, [narrow]).status == "committed"
+    back = {r["id"]: r["name"] for r in read_table(path).to_pylist()}
+    assert back[7] is None and back[8] is None and len(back) == 7
+
+
+def test_txn_retention_cannot_expire_this_writers_evidence(path):
+    """Delta expires txns by lastUpdated; eosink writes none, so its evidence stays."""
+    sink = DeltaSink(path=path)
+    run(sink, 0)
+    DeltaTable(path).alter.set_table_properties(
+        {"delta.setTransactionRetentionDuration": "interval 1 seconds"}
+    )
+    run(sink, 1)
+    time.sleep(1.5)
+    run(DeltaSink(path=path), 0, [rows(0)], writer_id="other")
+    DeltaTable(path).create_checkpoint()
+    assert DeltaTable(path).transaction_version("w") == 1
+    assert run(sink, 1).status == "skipped"
+    assert len(ids(path)) == 15
+
+
+def test_a_txn_with_last_updated_would_expire(tmp_path):
+    """Why eosink omits lastUpdated: with it, the same retention loses the txn (and skips)."""
+    path = str(tmp_path / "t")
+    write_deltalake(
+        path,
+        pa.table({"id": [1]}),
+        configuration={"delta.setTransactionRetentionDuration": "interval 1 seconds"},
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction("w", 5, int(time.time() * 1000))]
+        ),
+    )
+    time.sleep(1.5)
+    assert DeltaTable(path).transaction_version("w") is None
+
+
+def test_concurrent_commit_by_the_same_writer_loses_cleanly(path, monkeypatch):
+    """Our attempt checks on a snapshot; another attempt commits the batch; delta-rs refuses ours.
+
+    delta-rs would accept a second txn of the same app id on a fresh snapshot: the check in
+    commit prevents that, and the window between check and commit is closed by delta-rs'
+    conflict detection, which the sink turns into AlreadyCommitted.
+    """
+    from eosink_delta import sink as sink_module
+
+    from eosink.protocol import WriteTask, driver_plugins, finish, prepare
+    from eosink.testing.local import LocalRunner
+
+    sink = DeltaSink(path=path)
+    run(sink, 0)
+    ctx = BatchContext(sink="delta", writer_id="w", batch_id=1, query_id=QUERY)
+    pm = plugin_manager(sink, driver_plugins(()))
+    state = prepare(pm, ctx, rows(1).schema).state
+    results = LocalRunner([[rows(1)]])(WriteTask(sink, ctx, state))
+    stale = DeltaTable(path)  # the snapshot our commit checks: batch 1 not there yet
+    assert run(DeltaSink(path=path), 1).status == "committed"  # the other attempt wins
+    real_open = sink_module.open_table
+    calls = []
+
+    def open_stale(uri):
+        calls.append(uri)
+        return stale if len(calls) == 1 else real_open(uri)
+
+    monkeypatch.setattr(sink_module, "open_table", open_stale)
+    outcome = finish(pm, ctx, state, results)
+    assert outcome.status == "skipped"
+    assert "concurrent commit" in outcome.reason
+    assert txns(path) == [("w", 0), ("w", 1)]
+    assert len(ids(path)) == 10
+
+
+def test_abort_removes_only_files_no_commit_published(path):
+    from eosink.testing.faults import FaultPlugin, InjectedCrash
+
+    sink = DeltaSink(path=path)
+    run(sink, 0)
+    with pytest.raises(InjectedCrash):
+        run(sink, 1, plugins=(FaultPlugin("before_commit"),))
+    with pytest.raises(InjectedCrash):
+        run(sink, 2, plugins=(FaultPlugin("after_commit"),))
+    import glob
+    import os
+
+    on_disk = {os.path.relpath(p, path) for p in glob.glob(f"{path}/*.parquet")}
+    in_log = set(DeltaTable(path).file_uris())
+    assert {os.path.relpath(u.removeprefix("file://"), path) for u in in_log} == on_disk
+    assert len(ids(path)) == 10
+
+
+def test_proof_details_found_across_many_commits(path, monkeypatch):
+    monkeypatch.setattr(table_module, "HISTORY_STEP", 2)
+    sink = DeltaSink(path=path)
+    run(sink, 0)
+    for batch in range(5):
+        run(sink, batch, writer_id="busy")
+    proof = plugin_manager(sink).hook.is_committed(
+        ctx=BatchContext(sink="delta", writer_id="w", batch_id=0)
+    )
+    assert (proof.batch_id, proof.query_id) == (0, QUERY)
+
+
+def test_already_committed_raised_by_commit_itself(path):
+    sink = DeltaSink(path=path)
+    run(sink, 3)
+    ctx = BatchContext(sink="delta", writer_id="w", batch_id=2)
+    state = sink.init(ctx=ctx, schema=rows(2).schema)
+    with pytest.raises(AlreadyCommitted):
+        sink.commit(ctx=ctx, state=state, messages=[], proof=Proof("w", 2))

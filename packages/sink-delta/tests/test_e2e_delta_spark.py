@@ -1,0 +1,251 @@
+"""End to end on local Spark: both front doors, a query crashed mid-batch and restarted.
+
+A file-source stream (one file per micro-batch, so a replay re-reads the same rows) goes through
+a transformation that fails once inside a batch, after other tasks of that batch wrote their
+Parquet files. The restarted query replays the batch; the table, read back by delta-rs, must
+hold exactly the source rows, and the Delta log exactly one ``txn`` per committed batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from delta_helpers import log_actions, txns
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+
+import eosink
+
+FILES, ROWS_PER_FILE, CRASH_ID = 4, 300, 2_150  # the crash hits the third micro-batch
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from eosink.testing.spark import local_spark
+
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+def write_source(folder):
+    os.makedirs(folder)
+    for n in range(FILES):
+        with open(os.path.join(folder, f"part-{n}.json"), "w") as f:
+            for i in range(ROWS_PER_FILE):
+                ts = f"2024-0{n + 1}-01T10:00:0{i % 10}Z"
+                row = {"id": n * 1000 + i, "name": f"r{n}-{i}", "ts": ts}
+                f.write(json.dumps(row) + "\n")
+    return [n * 1000 + i for n in range(FILES) for i in range(ROWS_PER_FILE)]
+
+
+def crash_once(marker: str):
+    """A transformation that fails the task holding CRASH_ID while ``marker`` exists."""
+
+    def apply(batches):
+        for batch in batches:
+            if os.path.exists(marker) and CRASH_ID in batch.column("id").to_pylist():
+                os.remove(marker)
+                raise RuntimeError("injected crash mid-batch")
+            yield batch
+
+    return apply
+
+
+def stream(spark, source, marker):
+    df = (
+        spark.readStream.schema("id long, name string, ts timestamp")
+        .option("maxFilesPerTrigger", 1)
+        .json(source)
+        .repartition(2)
+    )
+    return df.mapInArrow(crash_once(marker), df.schema)
+
+
+def run_twice(start):
+    with pytest.raises(StreamingQueryException, match="injected crash"):
+        start().awaitTermination()
+    start().awaitTermination()
+
+
+def assert_exactly(path, expected_ids):
+    held = Counter(DeltaTable(path).to_pyarrow_table().column("id").to_pylist())
+    assert sorted(held.elements()) == sorted(expected_ids), (
+        f"duplicates: {[i for i, n in held.items() if n > 1][:5]}, "
+        f"lost: {sorted(set(expected_ids) - set(held))[:5]}"
+    )
+
+
+def assert_one_txn_per_batch(path, writer):
+    assert txns(path) == [(writer, b) for b in range(FILES)]
+    for _version, action in log_actions(path):
+        if "commitInfo" in action and "eosink.proof" in action["commitInfo"]:
+            proof = json.loads(action["commitInfo"]["eosink.proof"])
+            assert proof["query_id"], "the proof records the query id"
+
+
+@pytest.fixture
+def etc_utc(spark):
+    """Spark's session zone as many clusters have it: 'Etc/UTC' (delta-rs wants 'UTC')."""
+    spark.conf.set("spark.sql.session.timeZone", "Etc/UTC")
+    yield
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_foreach_batch_crashed_mid_batch_and_restarted(spark, tmp_path, etc_utc):
+    expected = write_source(str(tmp_path / "in"))
+    marker = tmp_path / "armed"
+    marker.touch()
+    target = str(tmp_path / "table")
+    writer = eosink.foreach_batch(
+        eosink.sink("delta", path=target), writer_id="orders"
+    )
+
+    def start():
+        return (
+            stream(spark, str(tmp_path / "in"), str(marker))
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    run_twice(start)
+    assert not marker.exists()
+    assert_exactly(target, expected)
+    assert_one_txn_per_batch(target, "orders")
+    assert writer.committed == FILES
+    ts = DeltaTable(target).to_pyarrow_table().sort_by("id").column("ts")
+    assert ts.type == pa.timestamp("us", tz="UTC")
+    assert str(ts[0].as_py()) == "2024-01-01 10:00:00+00:00"
+
+
+def test_data_source_crashed_mid_batch_and_restarted(spark, tmp_path, etc_utc):
+    expected = write_source(str(tmp_path / "in"))
+    marker = tmp_path / "armed"
+    marker.touch()
+    target = str(tmp_path / "table")
+    assert "eosink-delta" in eosink.register_data_sources(spark)
+
+    def start():
+        return (
+            stream(spark, str(tmp_path / "in"), str(marker))
+            .writeStream.format("eosink-delta")
+            .option("writerId", "orders")
+            .option("path", target)
+            .option("partitionBy", "name")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    run_twice(start)
+    assert_exactly(target, expected)
+    assert_one_txn_per_batch(target, "orders")
+    assert DeltaTable(target).metadata().partition_columns == ["name"]
+
+
+def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
+    """Committed, but Spark never recorded it: the replay is skipped, not written twice."""
+    expected = write_source(str(tmp_path / "in"))
+    target = str(tmp_path / "table")
+
+    class CrashAfterCommitOnce:
+        fired = False
+
+        @eosink.hookimpl(wrapper=True)
+        def commit(self, ctx):
+            result = yield
+            if ctx.batch_id == 1 and not CrashAfterCommitOnce.fired:
+                CrashAfterCommitOnce.fired = True
+                raise RuntimeError("injected crash after commit")
+            return result
+
+    writer = eosink.foreach_batch(
+        eosink.sink("delta", path=target), writer_id="orders", plugins=[CrashAfterCommitOnce()]
+    )
+
+    def start():
+        return (
+            spark.readStream.schema("id long, name string, ts timestamp")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(tmp_path / "in"))
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    with pytest.raises(StreamingQueryException, match="after commit"):
+        start().awaitTermination()
+    start().awaitTermination()
+    assert_exactly(target, expected)
+    assert_one_txn_per_batch(target, "orders")
+    assert [o.status for o in writer.outcomes].count("skipped") == 1
+
+
+def test_complete_mode_through_the_data_source(spark, tmp_path):
+    write_source(str(tmp_path / "in"))
+    target = str(tmp_path / "table")
+    eosink.register_data_sources(spark)
+    counts = (
+        spark.readStream.schema("id long, name string, ts timestamp")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+        .groupBy((F.col("id") % 3).alias("bucket"))
+        .count()
+    )
+    (
+        counts.writeStream.format("eosink-delta")
+        .outputMode("complete")
+        .option("writerId", "counts")
+        .option("path", target)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
+    got = {r["bucket"]: r["count"] for r in DeltaTable(target).to_pyarrow_table().to_pylist()}
+    assert sum(got.values()) == FILES * ROWS_PER_FILE and len(got) == 3
+    assert txns(target) == [("counts", b) for b in range(FILES)]
+
+
+def test_seed_002_through_both_batch_apis(spark, tmp_path):
+    """dailyETL 23424 writes, 23422 is skipped, anotherETL 23424 writes."""
+    target = str(tmp_path / "table")
+    df = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, name string")
+    delta = eosink.sink("delta", path=target)
+    statuses = [
+        eosink.write_batch(df, delta, writer_id="dailyETL", version=v)[0].status
+        for v in (23424, 23422)
+    ]
+    eosink.register_data_sources(spark)
+    for writer_id, version in (("dailyETL", 23424), ("anotherETL", 23424)):
+        (
+            df.write.format("eosink-delta")
+            .option("writerId", writer_id)
+            .option("version", version)
+            .option("path", target)
+            .mode("append")
+            .save()
+        )
+    assert statuses == ["committed", "skipped"]
+    ids = DeltaTable(target).to_pyarrow_table().column("id").to_pylist()
+    assert sorted(ids) == [1, 1, 2, 2, 3, 3]
+    assert txns(target) == [("dailyETL", 23424), ("anotherETL", 23424)]
+
+
+def test_schema_mismatch_through_spark_fails_clearly(spark, tmp_path):
+    target = str(tmp_path / "table")
+    delta = eosink.sink("delta", path=target)
+    df = spark.createDataFrame([(1, "a")], "id long, name string")
+    eosink.write_batch(df, delta, writer_id="job", version=1)
+    bad = spark.createDataFrame([("x", "a")], "id string, name string")
+    with pytest.raises(eosink.ConfigurationError, match="cast it in the query"):
+        eosink.write_batch(bad, delta, writer_id="job", version=2)
+    assert DeltaTable(target).version() == 1
