@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from eosink_files import ManifestError, committed_files, read_table
 from eosink_files.sink import FilesSink
-from helpers import rows, run
+from files_helpers import rows, run
 
 from eosink import ConfigurationError, sink
 

@@ -9,7 +9,7 @@ import pytest
 from eosink_files import cleanup, committed_files, read_log, read_table
 from eosink_files.log import derive_compact_interval, log_files, reader_interval, reader_plan
 from eosink_files.sink import FilesSink, placement
-from helpers import rows, run
+from files_helpers import rows, run
 
 from eosink import BatchContext
 from eosink.registry import plugin_manager

@@ -1,7 +1,7 @@
 """The yt-static sink passes the core's conformance kit against the YT proxy emulator."""
 
 import pytest
-from helpers import leftovers, open_transactions, read_rows
+from yt_static_helpers import leftovers, open_transactions, read_rows
 
 from eosink.testing.conformance import SinkConformance
 

@@ -17,7 +17,7 @@ from collections import Counter
 
 import pytest
 from conftest import TABLE
-from helpers import leftovers, open_transactions, read_rows
+from yt_static_helpers import leftovers, open_transactions, read_rows
 
 from eosink import BatchContext, hookimpl, run_batch
 from eosink.crash import set_crash_handler
@@ -316,13 +316,10 @@ def test_part_tx_writers_run_in_parallel(sink, yt, yt_emulator):
     _tmp at the same time (shared locks), so the writes overlap instead of queueing."""
     partitions = [[KIT.source_batch(0, p, 50)] for p in range(4)]
     yt_emulator.faults.delay("write_table", 1.0)
-    started = time.monotonic()
     outcome = run_batch(sink(), ctx(0), KIT.schema(), ThreadedRunner(partitions))
-    took = time.monotonic() - started
     assert outcome.status == "committed" and outcome.rows == 200
     writes = sorted(e["time"] for e in yt_emulator.requests.of("write_table"))
     assert len(writes) == 4
     assert writes[-1] - writes[0] < 1.0, "write_table requests were serialized"
-    assert took < 4.0
     assert len(read_rows(yt, TABLE)) == 200
     assert leftovers(yt) == [] and open_transactions(yt_emulator) == []

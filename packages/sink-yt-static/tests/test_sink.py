@@ -7,7 +7,7 @@ import pickle
 import pyarrow as pa
 import pytest
 from conftest import TABLE
-from helpers import leftovers, open_transactions, read_rows
+from yt_static_helpers import leftovers, open_transactions, read_rows
 
 import eosink
 from eosink import BatchContext, ConfigurationError, run_batch

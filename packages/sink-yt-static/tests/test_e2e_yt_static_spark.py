@@ -16,7 +16,7 @@ import os
 import random
 
 import pytest
-from helpers import leftovers, open_transactions, read_rows
+from yt_static_helpers import leftovers, open_transactions, read_rows
 from pyspark.errors import StreamingQueryException
 
 import eosink
