@@ -42,7 +42,8 @@ def connect_server(tmp_path):
         SPARK_PID_DIR=str(tmp_path / "pids"),
         SPARK_CONF_DIR=str(tmp_path / "conf"),
         PYSPARK_PYTHON=sys.executable,
-        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+        # absolute: the server and its workers run from other working directories
+        PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p),
     )
     server = subprocess.Popen(
         [

@@ -278,7 +278,7 @@ class SinkConformance:
         class Gate:
             @hookimpl(wrapper=True)
             def commit(self):
-                barrier.wait(timeout=30)
+                barrier.wait(timeout=300)  # generous: slow stores on loaded machines
                 return (yield)
 
         def attempt() -> None:

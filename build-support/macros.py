@@ -1,0 +1,126 @@
+# BUILD-file macros shared by every package of the repo (pants.toml loads this file through
+# [GLOBAL].build_file_prelude_globs; it is not an importable module).
+#
+# (Values at the top level must be hashable: tuples, not lists.)
+#
+# Every package has the same layout and the same three BUILD files:
+#
+#     <package>/BUILD            files(name="docs"): README.md, CHANGELOG.md, docs/ for tests
+#     <package>/README.md, CHANGELOG.md
+#     <package>/src/BUILD        eosink_package(...)   the library and its wheel + sdist
+#     <package>/src/<module>/    the code (module = dist name with "-" -> "_")
+#     <package>/tests/BUILD      eosink_tests(...)     its tests
+#
+# The distribution lives in src/BUILD, next to the top-level module, because that is where
+# Pants' stevedore support looks for it when it makes entry points visible to tests.
+
+SINKS_GROUP = "eosink.sinks"
+
+# Depending on a file of another distribution makes Pants write that distribution into this
+# one's requirements, as "<dist>~=<version>" ([setup-py-generation] in pants.toml), e.g.
+# eosink~=0.1.0, i.e. >=0.1.0,<0.2.
+CORE = "packages/core/src/eosink/__init__.py:../lib"
+
+# Spark tests start a JVM (~11 s each): the Spark tests of one package share one pytest
+# process (and one session-scoped SparkSession), and all can be skipped with
+# `./pants --tag=-spark test ::` (--tag is a global option: it goes before the goal).
+# Shared per package, not repo-wide: pytest imports a tests/ folder's modules by their bare
+# names (`from conftest import X`, `import helpers`), so one process for all packages would
+# hand one package's tests another package's conftest.
+SPARK_TEST_GLOBS = ("**/test_*spark*.py", "**/test_e2e_*.py")
+
+
+def eosink_package(
+    *,
+    dist,
+    version,
+    description,
+    module=None,
+    sinks=None,
+    dependencies=(),
+    extras_require=None,
+):
+    """The library of a package and its distribution (wheel + sdist, ./pants package).
+
+    dist:         distribution name, e.g. "eosink-files"
+    version:      the package's version: this is the only place it is written
+    description:  one line for the package index
+    module:       top-level import name (default: dist with "-" replaced by "_")
+    sinks:        {name: "module:Class"} entry points in the eosink.sinks group; a sink
+                  package also requires eosink (a compatible range)
+    dependencies: what the code needs beyond what Pants infers from its imports, e.g. the
+                  store client, so that the wheel requires it from the first commit on
+    extras_require: optional extras, e.g. {"testing": ["pytest>=8"]}
+    """
+    module = module or dist.replace("-", "_")
+    package_dir = build_file_dir().parent
+    requirements = list(dependencies)
+    if sinks:
+        requirements.append(CORE)
+
+    python_sources(
+        name="lib",
+        sources=[f"{module}/**/*.py"],
+        dependencies=[
+            ":data",
+            *requirements,
+            # Test helpers shipped in the library (e.g. eosink.testing) import pytest; users
+            # get it through the "testing" extra, not as a runtime requirement. Under
+            # ./pants test, pytest is there anyway.
+            "!3rdparty/python#pytest",
+        ],
+    )
+    resources(
+        name="data",
+        sources=[f"{module}/**/*", f"!{module}/**/*.py", f"!{module}/**/*.py[cod]"],
+    )
+    python_distribution(
+        name="dist",
+        dependencies=[":lib", ":data"],
+        provides=python_artifact(
+            name=dist,
+            version=version,
+            description=description,
+            python_requires=">=3.11",
+            long_description_content_type="text/markdown",
+            **({"extras_require": extras_require} if extras_require else {}),
+        ),
+        long_description_path=f"{package_dir}/README.md",
+        entry_points={stevedore_namespace(SINKS_GROUP): sinks} if sinks else {},
+    )
+
+
+def eosink_tests(*, discovers_sinks=False, dependencies=()):
+    """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
+
+    discovers_sinks: tests find sinks through the eosink.sinks entry points; Pants then
+                     makes every sink's entry points visible to them (stevedore_namespaces).
+    dependencies:    what the tests need beyond what Pants infers from their imports, e.g. a
+                     pytest plugin named only in a `pytest_plugins = [...]` string
+    Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
+    package.
+    """
+    package_dir = build_file_dir().parent
+    package = package_dir.name or "repo"
+    namespaces = [SINKS_GROUP] if discovers_sinks else None
+    # The package's README, CHANGELOG and docs/ (files target in <package>/BUILD).
+    docs = [f"{package_dir}:docs"] if str(package_dir) != "." else []
+    extra = [*docs, *dependencies]
+    python_test_utils(
+        name="utils",
+        sources=["**/*.py", "!**/test_*.py", "!**/*_test.py"],
+    )
+    python_tests(
+        name="tests",
+        sources=["**/test_*.py", "**/*_test.py", *[f"!{glob}" for glob in SPARK_TEST_GLOBS]],
+        stevedore_namespaces=namespaces,
+        dependencies=extra,
+    )
+    python_tests(
+        name="spark",
+        sources=list(SPARK_TEST_GLOBS),
+        tags=["spark"],
+        batch_compatibility_tag=f"spark-{package}",
+        stevedore_namespaces=namespaces,
+        dependencies=extra,
+    )
