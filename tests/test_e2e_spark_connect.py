@@ -76,7 +76,8 @@ def connect_server(tmp_path):
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"Spark Connect server did not start: {(tmp_path / 'server.log').read_text()[-2000:]}")
+                    log = (tmp_path / "server.log").read_text()[-2000:]
+                    pytest.fail(f"Spark Connect server did not start: {log}")
                 time.sleep(0.5)
         yield f"sc://127.0.0.1:{port}", env
     finally:
@@ -92,7 +93,8 @@ CLIENT = textwrap.dedent(
 
     remote, source, root = sys.argv[1:4]
     spark = SparkSession.builder.remote(remote).getOrCreate()
-    df = spark.readStream.schema("id long, name string").option("maxFilesPerTrigger", 1).json(source)
+    df = spark.readStream.schema("id long, name string") \\
+        .option("maxFilesPerTrigger", 1).json(source)
 
     writer = eosink.foreach_batch(eosink.sink("sqlite", path=root + "/fb.db"), writer_id="orders")
     for _ in range(2):  # the second run finds nothing new: Spark's own checkpoint at work

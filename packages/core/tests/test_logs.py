@@ -13,7 +13,10 @@ from eosink.testing import LocalRunner
 
 def test_redact_hides_credentials_at_any_depth():
     event = {"options": {"token": "AQAD-secret", "proxy": "yt"}, "list": [{"password": "p"}]}
-    assert redact(event) == {"options": {"token": "***", "proxy": "yt"}, "list": [{"password": "***"}]}
+    assert redact(event) == {
+        "options": {"token": "***", "proxy": "yt"},
+        "list": [{"password": "***"}],
+    }
 
 
 def test_every_phase_logs_sink_writer_batch_and_duration():

@@ -37,7 +37,9 @@ def test_missing_mandatory_option():
         options_from(Opts, {}, sink="files")
 
 
-@pytest.mark.parametrize(("name", "value"), [("target_file_size", "big"), ("single_writer", "maybe")])
+@pytest.mark.parametrize(
+    ("name", "value"), [("target_file_size", "big"), ("single_writer", "maybe")]
+)
 def test_unreadable_values(name, value):
     with pytest.raises(ConfigurationError, match=name):
         options_from(Opts, {"path": "/x", name: value})

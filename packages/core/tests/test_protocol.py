@@ -63,11 +63,18 @@ def test_new_checkpoint_explains_how_to_proceed():
     sink = MemorySink(name=next(names))
     first = BatchContext(sink="memory", writer_id="w", batch_id=3, query_id="q1", checkpoint="/c1")
     run_batch(sink, first, SCHEMA, LocalRunner(rows(1)))
-    restarted = BatchContext(sink="memory", writer_id="w", batch_id=0, query_id="q2", checkpoint="/c2")
+    restarted = BatchContext(
+        sink="memory", writer_id="w", batch_id=0, query_id="q2", checkpoint="/c2"
+    )
     with pytest.raises(CheckpointMismatchError) as error:
         run_batch(sink, restarted, SCHEMA, LocalRunner(rows(1)))
     text = str(error.value)
-    assert "/c1" in text and "/c2" in text and "original checkpoint" in text and "new writer id" in text
+    assert (
+        "/c1" in text
+        and "/c2" in text
+        and "original checkpoint" in text
+        and "new writer id" in text
+    )
     # past the old output, a new checkpoint just writes on
     later = BatchContext(sink="memory", writer_id="w", batch_id=4, query_id="q2", checkpoint="/c2")
     assert run_batch(sink, later, SCHEMA, LocalRunner(rows(2))).status == "committed"
@@ -83,7 +90,11 @@ def test_fan_out_each_sink_exactly_once_on_its_own():
     repaired = MemorySink(name=second.options.name)
     outcomes = [run_batch(s, ctx, SCHEMA, LocalRunner(rows(1, 2))) for s in (first, repaired)]
     assert [o.status for o in outcomes] == ["skipped", "committed"]
-    assert STORES[first.options.name]["rows"] == STORES[second.options.name]["rows"] == [
-        {"id": 1},
-        {"id": 2},
-    ]
+    assert (
+        STORES[first.options.name]["rows"]
+        == STORES[second.options.name]["rows"]
+        == [
+            {"id": 1},
+            {"id": 2},
+        ]
+    )

@@ -10,7 +10,9 @@ from eosink import UnknownSinkError, registry
 @pytest.fixture
 def only_memory_sink(monkeypatch):
     ep = EntryPoint(name="memory", value="sample_sinks:MemorySink", group=registry.GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [ep] if group == registry.GROUP else [])
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [ep] if group == registry.GROUP else []
+    )
     registry.sink_class.cache_clear()
     yield
     registry.sink_class.cache_clear()

@@ -116,9 +116,13 @@ def main() -> None:
 
     def spark_parquet() -> Any:
         target, ckpt = out("spark-parquet")
-        return stream().format("parquet").option("path", target).option(
-            "checkpointLocation", ckpt
-        ).start()
+        return (
+            stream()
+            .format("parquet")
+            .option("path", target)
+            .option("checkpointLocation", ckpt)
+            .start()
+        )
 
     runs["spark parquet (built-in)"] = spark_parquet
     files_available = True
@@ -131,9 +135,14 @@ def main() -> None:
 
         def files_source() -> Any:
             target, ckpt = out("eosink-files")
-            return stream().format("eosink-files").option("writerId", "bench").option(
-                "path", target
-            ).option("checkpointLocation", ckpt).start()
+            return (
+                stream()
+                .format("eosink-files")
+                .option("writerId", "bench")
+                .option("path", target)
+                .option("checkpointLocation", ckpt)
+                .start()
+            )
 
         def files_foreach() -> Any:
             target, ckpt = out("eosink-files-fb")
@@ -145,9 +154,14 @@ def main() -> None:
 
     def delta_source() -> Any:
         target, ckpt = out("eosink-delta")
-        return stream().format("eosink-delta").option("writerId", "bench").option(
-            "path", target
-        ).option("checkpointLocation", ckpt).start()
+        return (
+            stream()
+            .format("eosink-delta")
+            .option("writerId", "bench")
+            .option("path", target)
+            .option("checkpointLocation", ckpt)
+            .start()
+        )
 
     timer = CommitTimer()
 
@@ -171,18 +185,18 @@ def main() -> None:
         assert held == total, f"{name}: {held} rows, expected {total}"
 
     base = seconds["spark parquet (built-in)"]
-    files_best = min(
-        (s for n, s in seconds.items() if n.startswith("eosink-files")), default=None
-    )
+    files_best = min((s for n, s in seconds.items() if n.startswith("eosink-files")), default=None)
     print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
     print(f"{'sink':30} {'seconds':>8} {'rows/s':>12} {'vs spark':>9} {'vs files':>9}")
     for name, s in seconds.items():
         vs_files = f"{files_best / s:8.2f}x" if files_best else "      n/a"
         print(f"{name:30} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files}")
     median_ms = statistics.median(timer.durations) * 1000 if timer.durations else float("nan")
-    print(f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
-          f"over {len(timer.durations)} batches; all: "
-          + ", ".join(f"{d * 1000:.0f}" for d in timer.durations))
+    print(
+        f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
+        f"over {len(timer.durations)} batches; all: "
+        + ", ".join(f"{d * 1000:.0f}" for d in timer.durations)
+    )
     spark.stop()
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

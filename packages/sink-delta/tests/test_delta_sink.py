@@ -143,10 +143,13 @@ def test_spark_time_zones_and_naive_timestamps(path):
     assert back.column("local").cast(pa.int64()).to_pylist() == instants
     assert back.column("ntz").cast(pa.int64()).to_pylist() == instants
     # Another session time zone on the next batch is the same column type.
-    later = rows(1, ts=pa.array(instants, pa.timestamp("us", tz="Europe/Berlin")),
-                 local=pa.array(instants, pa.timestamp("us", tz="UTC")),
-                 ntz=pa.array(instants, pa.timestamp("us")),
-                 day=pa.array([dt.date(2024, 2, d + 1) for d in range(5)]))
+    later = rows(
+        1,
+        ts=pa.array(instants, pa.timestamp("us", tz="Europe/Berlin")),
+        local=pa.array(instants, pa.timestamp("us", tz="UTC")),
+        ntz=pa.array(instants, pa.timestamp("us")),
+        day=pa.array([dt.date(2024, 2, d + 1) for d in range(5)]),
+    )
     assert run(sink, 1, [later]).status == "committed"
     stats = [json.loads(a["add"]["stats"]) for _, a in log_actions(path) if "add" in a]
     assert stats[0]["minValues"]["ts"] == "1970-01-01T00:00:00.000Z"

@@ -102,9 +102,7 @@ def test_foreach_batch_crashed_mid_batch_and_restarted(spark, tmp_path, etc_utc)
     marker = tmp_path / "armed"
     marker.touch()
     target = str(tmp_path / "table")
-    writer = eosink.foreach_batch(
-        eosink.sink("delta", path=target), writer_id="orders"
-    )
+    writer = eosink.foreach_batch(eosink.sink("delta", path=target), writer_id="orders")
 
     def start():
         return (

@@ -176,8 +176,11 @@ def test_foreach_batch_auto_without_jars_uses_delta_rs(path, monkeypatch):
             calls.append(batch_id)
             self.outcomes.append(batch_id)
 
-    monkeypatch.setattr(engines.eosink, "foreach_batch", lambda sink, **kw: calls.append(
-        (sink.options.engine, kw["writer_id"])) or CoreWriter())
+    monkeypatch.setattr(
+        engines.eosink,
+        "foreach_batch",
+        lambda sink, **kw: calls.append((sink.options.engine, kw["writer_id"])) or CoreWriter(),
+    )
     writer = engines.foreach_batch(path, writer_id="w")
     writer(df_of(0, jars=False), 0)
     assert writer.engine == "delta-rs"

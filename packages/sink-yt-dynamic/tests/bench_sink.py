@@ -1,6 +1,6 @@
 """Benchmark: rows/s of the sink vs a bare ``insert_rows`` loop over the same rows, on the emulator.
 
-    source /work/dev-env.sh && python packages/sink-yt-dynamic/tests/bench_sink.py [rows] [partitions]
+    ./pants run packages/sink-yt-dynamic/tests:bench -- [rows] [partitions]
 
 Both sides start from the same Arrow batches and convert them with ``yt_rows``; the bare loop
 then calls ``insert_rows`` once per chunk of ``rows_per_transaction`` rows (no transaction, no
@@ -31,13 +31,21 @@ def partitions(total: int, parts: int, batch: int) -> list[list[pa.RecordBatch]]
     out = []
     for p in range(parts):
         start = batch * per
-        out.append([pa.record_batch({
-            "tablet_index": pa.array([p] * per, pa.int64()),
-            "row_index": pa.array(range(start, start + per), pa.int64()),
-            "id": pa.array(range(p * 10**9 + start, p * 10**9 + start + per), pa.int64()),
-            "name": pa.array([f"name-{i % 1000}" for i in range(per)]),
-            "amount": pa.array([i / 4 for i in range(per)], pa.float64()),
-        })])
+        out.append(
+            [
+                pa.record_batch(
+                    {
+                        "tablet_index": pa.array([p] * per, pa.int64()),
+                        "row_index": pa.array(range(start, start + per), pa.int64()),
+                        "id": pa.array(
+                            range(p * 10**9 + start, p * 10**9 + start + per), pa.int64()
+                        ),
+                        "name": pa.array([f"name-{i % 1000}" for i in range(per)]),
+                        "amount": pa.array([i / 4 for i in range(per)], pa.float64()),
+                    }
+                )
+            ]
+        )
     return out
 
 
@@ -50,15 +58,22 @@ def bare(client, path, parts) -> None:
 
 
 def sink_run(emu, path, parts, batch, check: bool, writer: str = "bench") -> None:
-    sink = YtDynamicSink(proxy=emu.url, path=path, proxy_discovery=False,
-                         client_config=emu.client_config(), check_duplicates=check)
+    sink = YtDynamicSink(
+        proxy=emu.url,
+        path=path,
+        proxy_discovery=False,
+        client_config=emu.client_config(),
+        check_duplicates=check,
+    )
     ctx = BatchContext(sink=sink.name, writer_id=writer, batch_id=batch)
     outcome = run_batch(sink, ctx, parts[0][0].schema, LocalRunner(parts))
     assert outcome.status == "committed", outcome
 
 
 def main() -> None:
-    import structlog, logging
+    import logging
+
+    import structlog
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
@@ -85,11 +100,15 @@ def main() -> None:
     rate = {k: total / v for k, v in best.items()}
     print(f"{total} rows in {parts_n} partitions, chunks of {CHUNK}, best of {REPEAT}:")
     print(f"  bare insert_rows loop      {rate['bare']:>10,.0f} rows/s")
-    print(f"  sink, check off            {rate['sink']:>10,.0f} rows/s  "
-          f"(overhead {100 * (best['sink'] / best['bare'] - 1):+.1f}%)")
-    print(f"  sink, duplicate check on   {rate['checked']:>10,.0f} rows/s  "
-          f"(overhead {100 * (best['checked'] / best['bare'] - 1):+.1f}%, "
-          f"check costs {100 * (best['checked'] / best['sink'] - 1):+.1f}%)")
+    print(
+        f"  sink, check off            {rate['sink']:>10,.0f} rows/s  "
+        f"(overhead {100 * (best['sink'] / best['bare'] - 1):+.1f}%)"
+    )
+    print(
+        f"  sink, duplicate check on   {rate['checked']:>10,.0f} rows/s  "
+        f"(overhead {100 * (best['checked'] / best['bare'] - 1):+.1f}%, "
+        f"check costs {100 * (best['checked'] / best['sink'] - 1):+.1f}%)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,13 @@ OUT = "//home/eosink/out"
 
 
 def rows_schema(queue_id: bool = False) -> pa.Schema:
-    fields = [("tablet_index", pa.int64()), ("row_index", pa.int64()), ("id", pa.int64()),
-              ("name", pa.string()), ("amount", pa.float64())]
+    fields = [
+        ("tablet_index", pa.int64()),
+        ("row_index", pa.int64()),
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("amount", pa.float64()),
+    ]
     if queue_id:
         fields.insert(0, ("queue_id", pa.string()))
     return pa.schema(fields)

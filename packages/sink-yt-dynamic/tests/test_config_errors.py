@@ -16,7 +16,9 @@ from eosink_yt_dynamic import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, create_output_t
 from eosink_yt_dynamic.tables import ensure_dynamic_table
 
 
-def rows(tablet: int, start: int, n: int, *, queue: str | None = None, id_base: int = 0) -> pa.RecordBatch:
+def rows(
+    tablet: int, start: int, n: int, *, queue: str | None = None, id_base: int = 0
+) -> pa.RecordBatch:
     data = {
         "tablet_index": pa.array([tablet] * n, pa.int64()),
         "row_index": pa.array(range(start, start + n), pa.int64()),
@@ -44,7 +46,9 @@ def good(yt_emulator, yt, out_table):
 
 def test_one_input_row_several_output_rows_in_a_partition(yt_emulator, yt, good):
     exploded = rows(0, 5, 3)
-    exploded = pa.concat_tables([pa.Table.from_batches([exploded])] * 2).combine_chunks().to_batches()[0]
+    exploded = (
+        pa.concat_tables([pa.Table.from_batches([exploded])] * 2).combine_chunks().to_batches()[0]
+    )
     with pytest.raises(ConfigurationError, match="repeat the key.*row_index=5.*one-to-one"):
         run(make_sink_for(yt_emulator), 1, [[exploded]])
     assert table_rows(yt) == good
@@ -134,15 +138,26 @@ def test_null_key_values(yt_emulator, yt, good):
 def test_output_table_missing(yt_emulator, yt):
     with pytest.raises(ConfigurationError, match="does not exist.*create_output_table"):
         run(make_sink_for(yt_emulator), 0, [[rows(0, 0, 3)]])
-    assert run(make_sink_for(yt_emulator, create_table=True), 0, [[rows(0, 0, 3)]]).status == "committed"
+    assert (
+        run(make_sink_for(yt_emulator, create_table=True), 0, [[rows(0, 0, 3)]]).status
+        == "committed"
+    )
     assert len(table_rows(yt)) == 3
 
 
 def test_output_table_not_dynamic(yt_emulator, yt):
-    yt.create("table", OUT, recursive=True, attributes={"schema": [
-        {"name": "tablet_index", "type": "int64", "sort_order": "ascending"},
-        {"name": "row_index", "type": "int64", "sort_order": "ascending"},
-        {"name": "id", "type": "int64"}]})
+    yt.create(
+        "table",
+        OUT,
+        recursive=True,
+        attributes={
+            "schema": [
+                {"name": "tablet_index", "type": "int64", "sort_order": "ascending"},
+                {"name": "row_index", "type": "int64", "sort_order": "ascending"},
+                {"name": "id", "type": "int64"},
+            ]
+        },
+    )
     yt.write_table(OUT, [{"tablet_index": 0, "row_index": 0, "id": 1}])
     with pytest.raises(ConfigurationError, match="static table.*create_output_table"):
         run(make_sink_for(yt_emulator), 0, [[rows(0, 0, 3)]])
@@ -150,9 +165,24 @@ def test_output_table_not_dynamic(yt_emulator, yt):
 
 
 def test_output_table_not_sorted(yt_emulator, yt):
-    yt.create("table", OUT, recursive=True, attributes={"dynamic": True, "schema": [
-        {"name": c, "type": t} for c, t in [("tablet_index", "int64"), ("row_index", "int64"),
-                                            ("id", "int64"), ("name", "string"), ("amount", "double")]]})
+    yt.create(
+        "table",
+        OUT,
+        recursive=True,
+        attributes={
+            "dynamic": True,
+            "schema": [
+                {"name": c, "type": t}
+                for c, t in [
+                    ("tablet_index", "int64"),
+                    ("row_index", "int64"),
+                    ("id", "int64"),
+                    ("name", "string"),
+                    ("amount", "double"),
+                ]
+            ],
+        },
+    )
     yt.mount_table(OUT, sync=True)
     with pytest.raises(ConfigurationError, match="ordered dynamic table.*duplicate"):
         run(make_sink_for(yt_emulator), 0, [[rows(0, 0, 3)]])
@@ -175,18 +205,29 @@ def test_create_table_option_mounts_an_unmounted_table(yt_emulator, yt, good):
 
 
 def test_key_does_not_start_with_the_source_coordinates(yt_emulator, yt):
-    ensure_dynamic_table(yt, OUT, [
-        {"name": "id", "type": "int64", "sort_order": "ascending"},
-        {"name": "tablet_index", "type": "int64"}, {"name": "row_index", "type": "int64"},
-        {"name": "name", "type": "string"}, {"name": "amount", "type": "double"}])
+    ensure_dynamic_table(
+        yt,
+        OUT,
+        [
+            {"name": "id", "type": "int64", "sort_order": "ascending"},
+            {"name": "tablet_index", "type": "int64"},
+            {"name": "row_index", "type": "int64"},
+            {"name": "name", "type": "string"},
+            {"name": "amount", "type": "double"},
+        ],
+    )
     with pytest.raises(ConfigurationError, match="does not start with the source coordinates"):
         run(make_sink_for(yt_emulator), 0, [[rows(0, 0, 3)]])
     assert list(yt.select_rows(f"* from [{OUT}]")) == []
 
 
 def test_renamed_key_columns_need_the_option(yt_emulator, yt):
-    schema = pa.schema([("tablet_idx", pa.int64()), ("row_idx", pa.int64())] + list(rows_schema())[2:])
-    create_output_table(yt, OUT, schema, tablet_index_column="tablet_idx", row_index_column="row_idx")
+    schema = pa.schema(
+        [("tablet_idx", pa.int64()), ("row_idx", pa.int64())] + list(rows_schema())[2:]
+    )
+    create_output_table(
+        yt, OUT, schema, tablet_index_column="tablet_idx", row_index_column="row_idx"
+    )
     spyt = rows(0, 0, 3).rename_columns([SPYT_TABLET_INDEX, SPYT_ROW_INDEX, "id", "name", "amount"])
     with pytest.raises(ConfigurationError, match="tablet_index_column/row_index_column"):
         run(make_sink_for(yt_emulator), 0, [[spyt]])
@@ -208,5 +249,7 @@ def test_bad_options_name_the_fix():
     with pytest.raises(ConfigurationError, match="absolute Cypress path"):
         make_sink_for(type("E", (), {"url": "x", "client_config": lambda self: {}})(), path="out")
     with pytest.raises(ConfigurationError, match="100000"):
-        make_sink_for(type("E", (), {"url": "x", "client_config": lambda self: {}})(),
-                      rows_per_transaction=200_000)
+        make_sink_for(
+            type("E", (), {"url": "x", "client_config": lambda self: {}})(),
+            rows_per_transaction=200_000,
+        )

@@ -25,15 +25,19 @@ class YtConformance(SinkConformance):
     def source_batch(self, batch_id: int, partition: int, rows: int) -> pa.RecordBatch:
         base = super().source_batch(batch_id, partition, rows)
         ids = base.column("id").to_pylist()
-        return pa.record_batch(
-            {
-                "tablet_index": pa.array([partition] * rows, pa.int64()),
-                "row_index": pa.array([batch_id * 1_000 + i for i in range(rows)], pa.int64()),
-                "id": base.column("id"),
-                "name": base.column("name"),
-                "amount": base.column("amount"),
-            }
-        ) if ids or rows == 0 else base
+        return (
+            pa.record_batch(
+                {
+                    "tablet_index": pa.array([partition] * rows, pa.int64()),
+                    "row_index": pa.array([batch_id * 1_000 + i for i in range(rows)], pa.int64()),
+                    "id": base.column("id"),
+                    "name": base.column("name"),
+                    "amount": base.column("amount"),
+                }
+            )
+            if ids or rows == 0
+            else base
+        )
 
 
 class TestYtDynamicConformance(YtConformance):
@@ -53,7 +57,10 @@ class TestYtDynamicConformance(YtConformance):
         same = self.run(make_sink(), 23424, writer_id="dailyETL", kind="batch")
         other = self.run(make_sink(), 23424, writer_id="anotherETL", kind="batch")
         assert [o.status for o in (daily, older, same, other)] == [
-            "committed", "skipped", "skipped", "committed"
+            "committed",
+            "skipped",
+            "skipped",
+            "committed",
         ]
         self.assert_exactly(read_rows, self.expected_rows([23424], copies=1))
 
@@ -71,7 +78,9 @@ class AttemptInKey(YtDynamicSink):
         super()._write_chunk(client, ctx, state, partition_id, n, chunk)
 
 
-@pytest.mark.parametrize("scenario", ["test_crash_mid_write", "test_crash_after_write_before_commit"])
+@pytest.mark.parametrize(
+    "scenario", ["test_crash_mid_write", "test_crash_after_write_before_commit"]
+)
 def test_kit_catches_a_non_idempotent_key(scenario, yt_emulator, yt):
     schema = rows_schema().append(pa.field("attempt", pa.string()))
     create_output_table(yt, OUT, schema, extra_key=["attempt"])

@@ -34,21 +34,32 @@ def spark():
 
 
 def make_queue(yt, path: str, rows_per_tablet: int, id_base: int) -> None:
-    ensure_dynamic_table(yt, path, [{"name": "id", "type": "int64"}, {"name": "name", "type": "string"}],
-                         attributes={"tablet_count": 2})
+    ensure_dynamic_table(
+        yt,
+        path,
+        [{"name": "id", "type": "int64"}, {"name": "name", "type": "string"}],
+        attributes={"tablet_count": 2},
+    )
     rows = []
     for tablet in (0, 1):
         for i in range(rows_per_tablet):
-            rows.append({"$tablet_index": tablet, "id": id_base + tablet * 1000 + i, "name": f"q{id_base}"})
+            rows.append(
+                {"$tablet_index": tablet, "id": id_base + tablet * 1000 + i, "name": f"q{id_base}"}
+            )
     yt.insert_rows(path, rows)
 
 
 def queue_files(yt, queue: str, directory, files: int) -> list[dict]:
-    """The queue's rows as ``files`` JSON files (micro-batches), service columns as SPYT names them."""
+    """The queue's rows as ``files`` JSON files (micro-batches), service columns named as SPYT's."""
     rows = list(yt.select_rows(f"[$tablet_index], [$row_index], id, name from [{queue}]"))
     rows = [
-        {SPYT_TABLET_INDEX: r["$tablet_index"], SPYT_ROW_INDEX: r["$row_index"], "id": r["id"],
-         "name": r["name"], "amount": r["id"] / 4}
+        {
+            SPYT_TABLET_INDEX: r["$tablet_index"],
+            SPYT_ROW_INDEX: r["$row_index"],
+            "id": r["id"],
+            "name": r["name"],
+            "amount": r["id"] / 4,
+        }
         for r in rows
     ]
     assert rows and all(r[SPYT_TABLET_INDEX] is not None for r in rows)
@@ -68,7 +79,9 @@ def run_available(stream_writer) -> None:
 
 def kill_mid_batch(emulator) -> None:
     """The next data insert fails for good: its task, then the batch, then the query die."""
-    emulator.faults.fail_next("insert_rows", code=1, message="injected: executor lost", match={"path": OUT})
+    emulator.faults.fail_next(
+        "insert_rows", code=1, message="injected: executor lost", match={"path": OUT}
+    )
 
 
 def test_foreach_batch_killed_mid_batch_and_restarted(spark, yt_emulator, yt, tmp_path):
@@ -77,15 +90,22 @@ def test_foreach_batch_killed_mid_batch_and_restarted(spark, yt_emulator, yt, tm
     batches = queue_files(yt, "//q/a", source, files=3)
     create_output_table(yt, OUT, rows_schema())
     sink = eosink.sink(
-        "yt-dynamic", proxy=yt_emulator.url, path=OUT, proxy_discovery=False,
+        "yt-dynamic",
+        proxy=yt_emulator.url,
+        path=OUT,
+        proxy_discovery=False,
         client_config=yt_emulator.client_config(),
     )
 
     def query():
-        df = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
-        return (df.repartition(2).writeStream
-                .foreachBatch(eosink.foreach_batch(sink, writer_id="orders"))
-                .option("checkpointLocation", str(tmp_path / "ckpt")))
+        df = (
+            spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+        )
+        return (
+            df.repartition(2)
+            .writeStream.foreachBatch(eosink.foreach_batch(sink, writer_id="orders"))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+        )
 
     drop(source, 0, batches[0])
     run_available(query())
@@ -113,17 +133,22 @@ def test_data_source_two_queues_killed_mid_batch_and_restarted(spark, yt_emulato
     def query():
         streams = [
             with_queue_id(
-                spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(d)), q
+                spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(d)),
+                q,
             )
             for q, d in dirs.items()
         ]
         df = streams[0].unionByName(streams[1])
-        return (df.writeStream.format("eosink-yt-dynamic")
-                .option("writerId", "two-queues")
-                .option("proxy", yt_emulator.url).option("path", OUT)
-                .option("proxyDiscovery", "false").option("createTable", "true")
-                .option("clientConfig", json.dumps(yt_emulator.client_config()))
-                .option("checkpointLocation", str(tmp_path / "ckpt")))
+        return (
+            df.writeStream.format("eosink-yt-dynamic")
+            .option("writerId", "two-queues")
+            .option("proxy", yt_emulator.url)
+            .option("path", OUT)
+            .option("proxyDiscovery", "false")
+            .option("createTable", "true")
+            .option("clientConfig", json.dumps(yt_emulator.client_config()))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+        )
 
     for q, d in dirs.items():
         drop(d, 0, batches[q][0])

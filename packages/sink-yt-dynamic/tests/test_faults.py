@@ -21,13 +21,17 @@ CONFLICT = 1700
 
 def part(batch: int, tablet: int, n: int = 5) -> list[pa.RecordBatch]:
     first = batch * 100
-    return [pa.record_batch({
-        "tablet_index": pa.array([tablet] * n, pa.int64()),
-        "row_index": pa.array(range(first, first + n), pa.int64()),
-        "id": pa.array([tablet * 10_000 + first + i for i in range(n)], pa.int64()),
-        "name": pa.array(["x"] * n),
-        "amount": pa.array([1.5] * n),
-    })]
+    return [
+        pa.record_batch(
+            {
+                "tablet_index": pa.array([tablet] * n, pa.int64()),
+                "row_index": pa.array(range(first, first + n), pa.int64()),
+                "id": pa.array([tablet * 10_000 + first + i for i in range(n)], pa.int64()),
+                "name": pa.array(["x"] * n),
+                "amount": pa.array([1.5] * n),
+            }
+        )
+    ]
 
 
 class ArmAt:
@@ -55,21 +59,33 @@ FAULTS = {
     "lost reply after commit": ("lose_reply", {"command": "commit_transaction", "when": "after"}),
     "lost reply before commit": ("lose_reply", {"command": "commit_transaction", "when": "before"}),
     "tablet transaction conflict": (
-        "fail_next", {"command": "commit_transaction", "code": CONFLICT, "times": 2,
-                      "message": "Row lock conflict due to concurrent write"}),
+        "fail_next",
+        {
+            "command": "commit_transaction",
+            "code": CONFLICT,
+            "times": 2,
+            "message": "Row lock conflict due to concurrent write",
+        },
+    ),
     "503 on start_transaction": ("respond_503", {"command": "start_transaction"}),
 }
 # The same faults aimed at the data rows' insert (inside the tablet transaction of a chunk).
 DATA_FAULTS = {
     "503 on the data insert": ("respond_503", {"command": "insert_rows", "match": {"path": OUT}}),
     "lost reply after the data insert": (
-        "lose_reply", {"command": "insert_rows", "when": "after", "match": {"path": OUT}}),
+        "lose_reply",
+        {"command": "insert_rows", "when": "after", "match": {"path": OUT}},
+    ),
     "conflict on the data insert": (
-        "fail_next", {"command": "insert_rows", "code": CONFLICT, "match": {"path": OUT}}),
+        "fail_next",
+        {"command": "insert_rows", "code": CONFLICT, "match": {"path": OUT}},
+    ),
 }
 
 
-CASES = [(f, phase) for f in FAULTS for phase in ("write", "commit")] + [(f, "write") for f in DATA_FAULTS]
+CASES = [(f, phase) for f in FAULTS for phase in ("write", "commit")] + [
+    (f, "write") for f in DATA_FAULTS
+]
 
 
 @pytest.mark.parametrize(("fault", "phase"), CASES, ids=[f"{f}-{p}" for f, p in CASES])
@@ -87,7 +103,9 @@ def test_fault_loses_nothing_and_duplicates_nothing(fault, phase, yt_emulator, y
                 plugins = [ArmAt(yt_emulator.faults, "commit", FAULTS[fault])]
         sink = make_sink_for(yt_emulator)
         ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=batch, query_id="q")
-        outcome = run_batch(sink, ctx, partitions[0][0].schema, LocalRunner(partitions), plugins=plugins)
+        outcome = run_batch(
+            sink, ctx, partitions[0][0].schema, LocalRunner(partitions), plugins=plugins
+        )
         assert outcome.status == "committed"
     assert not yt_emulator.faults.pending(), "the fault never fired"
     held = table_rows(yt)
@@ -103,10 +121,16 @@ def test_replay_after_a_failed_commit_rewrites_the_same_rows(yt_emulator, yt, ou
     partitions = [part(0, 0), part(0, 1)]
     sink = make_sink_for(yt_emulator)
     ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=0, query_id="q")
-    arm = ArmAt(yt_emulator.faults, "commit", ("fail_next", {"command": "lookup_rows", "times": 10, "code": 1}))
+    arm = ArmAt(
+        yt_emulator.faults,
+        "commit",
+        ("fail_next", {"command": "lookup_rows", "times": 10, "code": 1}),
+    )
     with pytest.raises(Exception):
         run_batch(sink, ctx, partitions[0][0].schema, LocalRunner(partitions), plugins=[arm])
     yt_emulator.faults.clear()
     assert sink.is_committed(ctx) is None
-    assert run_batch(sink, ctx, partitions[0][0].schema, LocalRunner(partitions)).status == "committed"
+    assert (
+        run_batch(sink, ctx, partitions[0][0].schema, LocalRunner(partitions)).status == "committed"
+    )
     assert len(table_rows(yt)) == 10

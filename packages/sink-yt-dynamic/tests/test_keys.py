@@ -29,12 +29,21 @@ def chunk(queue, tablet, indexes):
 def test_runs_compress_contiguous_row_indexes():
     runs = key_runs(chunk("a", 0, [5, 3, 4, 9, 10, 20]), PLAN)
     assert [(v, f.tolist()) for v, f in runs] == [(["a", 0], [3, 6, 9, 11, 20, 21])]
-    assert [(v, f.tolist()) for v, f in decode_runs(encode_runs(runs))] == [(["a", 0], [3, 6, 9, 11, 20, 21])]
+    assert [(v, f.tolist()) for v, f in decode_runs(encode_runs(runs))] == [
+        (["a", 0], [3, 6, 9, 11, 20, 21])
+    ]
 
 
 @pytest.mark.parametrize(
     ("theirs", "hit"),
-    [([0, 3], None), ([6, 9], None), ([0, 4], 3), ([5, 6], 5), ([7, 8, 100, 200], None), ([2, 30], 3)],
+    [
+        ([0, 3], None),
+        ([6, 9], None),
+        ([0, 4], 3),
+        ([5, 6], 5),
+        ([7, 8, 100, 200], None),
+        ([2, 30], 3),
+    ],
 )
 def test_overlap_is_exact(theirs, hit):
     mine = key_runs(chunk("a", 0, [3, 4, 5, 9, 10]), PLAN)  # [3,6) [9,11)
@@ -58,8 +67,13 @@ def test_unique_check_in_chunk():
 
 
 def test_output_columns_put_the_source_key_first():
-    schema = pa.schema([("v", pa.string()), ("__spyt_streaming_src_tablet_index", pa.int64()),
-                        ("__spyt_streaming_src_row_index", pa.int64())])
+    schema = pa.schema(
+        [
+            ("v", pa.string()),
+            ("__spyt_streaming_src_tablet_index", pa.int64()),
+            ("__spyt_streaming_src_row_index", pa.int64()),
+        ]
+    )
     columns = output_columns(schema, queue_id=True)
     assert [c["name"] for c in columns] == ["queue_id", "tablet_index", "row_index", "v"]
     assert [c.get("sort_order") for c in columns][:3] == ["ascending"] * 3
@@ -77,15 +91,21 @@ class FakeClient:
 
 
 def sorted_schema(unique: bool):
-    schema = yson.YsonList([{"name": "tablet_index", "type": "int64", "sort_order": "ascending"},
-                            {"name": "row_index", "type": "int64", "sort_order": "ascending"},
-                            {"name": "v", "type": "string"}])
+    schema = yson.YsonList(
+        [
+            {"name": "tablet_index", "type": "int64", "sort_order": "ascending"},
+            {"name": "row_index", "type": "int64", "sort_order": "ascending"},
+            {"name": "v", "type": "string"},
+        ]
+    )
     schema.attributes["unique_keys"] = unique
     return schema
 
 
 def test_table_without_unique_keys_is_refused():
-    client = FakeClient(type="table", dynamic=True, schema=sorted_schema(False), tablet_state="mounted")
+    client = FakeClient(
+        type="table", dynamic=True, schema=sorted_schema(False), tablet_state="mounted"
+    )
     with pytest.raises(ConfigurationError, match="unique_keys.*create_output_table"):
         inspect_output(client, "//t")
     client.attrs["schema"] = sorted_schema(True)

@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> None:
         rows = [r for part in data for b in part for r in yt_rows(b)]
         client.write_table("//bench/plain", rows)
         plain = time.monotonic() - started
-        print(f"plain write_table: {args.rows} rows in {plain:.2f} s = {args.rows / plain:,.0f} rows/s")
+        print(
+            f"plain write_table: {args.rows} rows in {plain:.2f} s "
+            f"= {args.rows / plain:,.0f} rows/s"
+        )
 
         for label, keys in (("unsorted", ()), ("keyed by id", ("id",))):
             sink = YtStaticSink(
@@ -106,15 +109,21 @@ def main(argv: list[str] | None = None) -> None:
                     sink, ctx, parts[0][0].schema, ParallelRunner(parts), plugins=[PhaseLogger()]
                 )
                 took = time.monotonic() - started
-                phases = {e["event"].split(".")[1]: e["duration_ms"] for k in
-                          ("phase.is_committed", "phase.init", "phase.write", "phase.commit")
-                          for e in events.get(k, [])[-1:]}
+                phases = {
+                    e["event"].split(".")[1]: e["duration_ms"]
+                    for k in ("phase.is_committed", "phase.init", "phase.write", "phase.commit")
+                    for e in events.get(k, [])[-1:]
+                }
                 phases["write (executors)"] = round(took * 1000 - sum(phases.values()), 1)
-                stages = {k: v for k, v in (events["yt_static.commit_stages"] or [{}])[-1].items()
-                          if k.endswith("_ms")}
+                stages = {
+                    k: v
+                    for k, v in (events["yt_static.commit_stages"] or [{}])[-1].items()
+                    if k.endswith("_ms")
+                }
                 held = client.get(f"//bench/{label[:4]}/@row_count")
                 print(
-                    f"sink, {label}, batch {batch_id} ({'append: merge' if batch_id else 'new table'}): "
+                    f"sink, {label}, batch {batch_id} "
+                    f"({'append: merge' if batch_id else 'new table'}): "
                     f"{outcome.rows} rows in {took:.2f} s = {outcome.rows / took:,.0f} rows/s "
                     f"({took / plain:.1f}x plain; table holds {held})\n"
                     f"    phases ms: {phases}\n    commit stages ms: {stages}"

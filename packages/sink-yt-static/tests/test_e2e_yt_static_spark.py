@@ -107,8 +107,11 @@ def test_foreach_batch_front_door(spark, tmp_path, yt, yt_emulator):
 
     def start():
         return (
-            source(spark, folder).writeStream.foreachBatch(writer)
-            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+            source(spark, folder)
+            .writeStream.foreachBatch(writer)
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
         )
 
     scenario(start, folder, checkpoint, yt, yt_emulator)
@@ -120,10 +123,16 @@ def test_data_source_front_door(spark, tmp_path, yt, yt_emulator):
 
     def start():
         return (
-            source(spark, folder).writeStream.format("eosink-yt-static")
-            .option("writerId", "e2e-ds").option("proxy", yt_emulator.url)
-            .option("path", TABLE).option("proxyDiscovery", "false").option("keyColumns", "id")
-            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+            source(spark, folder)
+            .writeStream.format("eosink-yt-static")
+            .option("writerId", "e2e-ds")
+            .option("proxy", yt_emulator.url)
+            .option("path", TABLE)
+            .option("proxyDiscovery", "false")
+            .option("keyColumns", "id")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
         )
 
     scenario(start, folder, checkpoint, yt, yt_emulator)
@@ -141,9 +150,14 @@ def test_batch_jobs_through_both_front_doors(spark, tmp_path, yt, yt_emulator):
     ]
     for _ in range(2):  # the second run of version 3 is skipped
         (
-            df.write.format("eosink-yt-static").option("writerId", "other").option("version", 3)
-            .option("proxy", yt_emulator.url).option("path", TABLE)
-            .option("proxyDiscovery", "false").mode("append").save()
+            df.write.format("eosink-yt-static")
+            .option("writerId", "other")
+            .option("version", 3)
+            .option("proxy", yt_emulator.url)
+            .option("path", TABLE)
+            .option("proxyDiscovery", "false")
+            .mode("append")
+            .save()
         )
     ids = [r["id"] for r in read_rows(yt, TABLE)]
     assert ids == sorted([1, 3, 5, 9] * 2)

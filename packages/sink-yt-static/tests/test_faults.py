@@ -27,10 +27,12 @@ from eosink.testing.conformance import SinkConformance
 from eosink.testing.local import LocalRunner
 
 KIT = SinkConformance()
-FAST = {"proxy": {"retries": {"backoff": {"policy": "constant_time", "constant_time": 50}}},
-        "write_retries": {"backoff": {"policy": "constant_time", "constant_time": 50}},
-        "start_operation_retries": {"backoff": {"policy": "constant_time", "constant_time": 50}},
-        "operation_tracker": {"poll_period": 100}}
+FAST = {
+    "proxy": {"retries": {"backoff": {"policy": "constant_time", "constant_time": 50}}},
+    "write_retries": {"backoff": {"policy": "constant_time", "constant_time": 50}},
+    "start_operation_retries": {"backoff": {"policy": "constant_time", "constant_time": 50}},
+    "operation_tracker": {"poll_period": 100},
+}
 
 
 def ctx(batch_id: int, writer: str = "faults") -> BatchContext:
@@ -168,7 +170,10 @@ def test_task_retry_leaves_the_failed_attempts_rows_out(sink, yt):
     from eosink.testing.faults import FaultPlugin
 
     outcome = run_batch(
-        sink(), ctx(0), KIT.schema(), LocalRunner(KIT.partitions_of(0)),
+        sink(),
+        ctx(0),
+        KIT.schema(),
+        LocalRunner(KIT.partitions_of(0)),
         plugins=[FaultPlugin("task_retry", partition=2)],
         executor_plugins=[FaultPlugin("task_retry", partition=2)],
     )
@@ -181,7 +186,9 @@ def _prepare_and_write(sink, batch_id):
     """The first half of a batch, as a driver runs it before dying: init and all writes."""
     pm = plugin_manager(sink, driver_plugins(()))
     prepared = prepare(pm, ctx(batch_id), KIT.schema())
-    results = LocalRunner(KIT.partitions_of(batch_id))(WriteTask(sink, ctx(batch_id), prepared.state))
+    results = LocalRunner(KIT.partitions_of(batch_id))(
+        WriteTask(sink, ctx(batch_id), prepared.state)
+    )
     return pm, prepared.state, results
 
 
@@ -220,6 +227,7 @@ def test_driver_dead_with_prepared_commit_inside_main_tx(sink, yt):
     try:
         with pytest.raises(Die):
             from eosink.protocol import finish
+
             finish(pm, ctx(1), state, results)
     finally:
         set_crash_handler(None)
@@ -273,8 +281,13 @@ KILLER = textwrap.dedent(
 
 @pytest.mark.parametrize(
     "point",
-    ["before-commit", "commit:sorted", "commit:moved", "commit:proof-set",
-     "commit:main-tx-committed"],
+    [
+        "before-commit",
+        "commit:sorted",
+        "commit:moved",
+        "commit:proof-set",
+        "commit:main-tx-committed",
+    ],
 )
 def test_driver_process_killed_then_restarted(sink, yt, yt_emulator, point):
     """A real process kill (no abort runs): the restarted driver gets each row in once."""
@@ -282,7 +295,9 @@ def test_driver_process_killed_then_restarted(sink, yt, yt_emulator, point):
     killed = subprocess.run(
         [sys.executable, "-c", KILLER, yt_emulator.url, point, "1", TABLE],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert killed.returncode == 17, killed.stderr[-2000:]
     outcome = run(sink(key_columns=("id",)), 1)

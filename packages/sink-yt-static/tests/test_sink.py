@@ -33,13 +33,21 @@ def run(sink, batch_id, *parts, writer="w", mode="append"):
 def test_options_from_spark_strings():
     sink = YtStaticSink.from_options(
         {
-            "proxy": PROXY, "path": TABLE, "proxyDiscovery": "false", "keyColumns": "a, b",
-            "cleanup": "Truncate", "mainTxTimeoutS": "90", "clientConfig": '{"proxy": {"x": 1}}',
+            "proxy": PROXY,
+            "path": TABLE,
+            "proxyDiscovery": "false",
+            "keyColumns": "a, b",
+            "cleanup": "Truncate",
+            "mainTxTimeoutS": "90",
+            "clientConfig": '{"proxy": {"x": 1}}',
         }
     )
     o = sink.options
     assert (o.proxy_discovery, o.key_columns, o.cleanup, o.main_tx_timeout_s) == (
-        False, ("a", "b"), "truncate", 90.0
+        False,
+        ("a", "b"),
+        "truncate",
+        90.0,
     )
     assert o.client_config == {"proxy": {"x": 1}}
     assert pickle.loads(pickle.dumps(sink)).options == o
@@ -77,9 +85,16 @@ def test_writer_ids_become_safe_node_names():
 # -- configuration errors against the target ---------------------------------------------------
 def test_dynamic_target_is_refused_naming_the_dynamic_sink(make_sink, yt):
     yt.create(
-        "table", TABLE, recursive=True,
-        attributes={"dynamic": True, "schema": [{"name": "id", "type": "int64", "sort_order": "ascending"},
-                                                {"name": "name", "type": "string"}]},
+        "table",
+        TABLE,
+        recursive=True,
+        attributes={
+            "dynamic": True,
+            "schema": [
+                {"name": "id", "type": "int64", "sort_order": "ascending"},
+                {"name": "name", "type": "string"},
+            ],
+        },
     )
     with pytest.raises(ConfigurationError, match="yt-dynamic"):
         run(make_sink(), 0, batch([1]))

@@ -13,12 +13,25 @@ from eosink import ConfigurationError
 
 def test_schema_puts_keys_first_and_maps_spark_types():
     schema = pa.schema(
-        [("v", pa.float64()), ("k", pa.int64()), ("s", pa.string()), ("d", pa.date32()),
-         ("t", pa.timestamp("us", tz="Etc/UTC")), ("b", pa.bool_())]
+        [
+            ("v", pa.float64()),
+            ("k", pa.int64()),
+            ("s", pa.string()),
+            ("d", pa.date32()),
+            ("t", pa.timestamp("us", tz="Etc/UTC")),
+            ("b", pa.bool_()),
+        ]
     )
     converted = yt_schema(schema, ["k"])
     assert [c["name"] for c in converted] == ["k", "v", "s", "d", "t", "b"]
-    assert [c["type"] for c in converted] == ["int64", "double", "string", "date", "timestamp", "boolean"]
+    assert [c["type"] for c in converted] == [
+        "int64",
+        "double",
+        "string",
+        "date",
+        "timestamp",
+        "boolean",
+    ]
     assert key_columns(converted) == ["k"]
 
 

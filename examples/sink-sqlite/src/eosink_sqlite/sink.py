@@ -71,7 +71,9 @@ class SqliteSink(eosink.Sink):
 
     def connect(self) -> contextlib.closing[sqlite3.Connection]:
         """A connection in autocommit mode: transactions are explicit BEGIN ... COMMIT."""
-        conn = sqlite3.connect(self.options.path, timeout=self.options.timeout_s, isolation_level=None)
+        conn = sqlite3.connect(
+            self.options.path, timeout=self.options.timeout_s, isolation_level=None
+        )
         conn.execute("PRAGMA journal_mode=WAL")
         return contextlib.closing(conn)
 
@@ -100,7 +102,9 @@ class SqliteSink(eosink.Sink):
                     "select the table's columns in the query, or write to another table"
                 )
             conn.execute(f'CREATE TABLE IF NOT EXISTS "{table}" ({columns})')
-            conn.execute(f'CREATE TABLE IF NOT EXISTS "{STAGING}_{table}" ({ATTEMPT} TEXT, {columns})')
+            conn.execute(
+                f'CREATE TABLE IF NOT EXISTS "{STAGING}_{table}" ({ATTEMPT} TEXT, {columns})'
+            )
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {PROOFS} (writer_id TEXT, batch_id INTEGER, "
                 "proof TEXT, PRIMARY KEY (writer_id, batch_id))"
@@ -134,7 +138,8 @@ class SqliteSink(eosink.Sink):
             )
             crash_point("commit:data-copied")
             conn.execute(
-                f"INSERT INTO {PROOFS} VALUES (?, ?, ?)", (ctx.writer_id, ctx.batch_id, proof.to_json())
+                f"INSERT INTO {PROOFS} VALUES (?, ?, ?)",
+                (ctx.writer_id, ctx.batch_id, proof.to_json()),
             )
             crash_point("commit:proof-written")
             conn.execute(f'DELETE FROM "{staging}" WHERE {ATTEMPT} IN ({marks})', keys)
@@ -168,9 +173,7 @@ class SqliteSink(eosink.Sink):
                 if batch.num_rows == 0:
                     continue
                 marks = ",".join("?" * (batch.num_columns + 1))
-                values = [
-                    (key, *(_plain(v) for v in row.values())) for row in batch.to_pylist()
-                ]
+                values = [(key, *(_plain(v) for v in row.values())) for row in batch.to_pylist()]
                 conn.executemany(
                     f'INSERT INTO "{STAGING}_{self.options.table}" VALUES ({marks})', values
                 )

@@ -22,7 +22,8 @@ class MissingWriterIdError(ConfigurationError):
         super().__init__(
             f"sink {sink!r}: no writer id given. eosink records which batches are committed per "
             "writer id, so every query (or batch job) must choose a stable one, e.g. "
-            "foreach_batch(..., writer_id='orders-to-lake') or .option('writerId', 'orders-to-lake'). "
+            "foreach_batch(..., writer_id='orders-to-lake') or "
+            ".option('writerId', 'orders-to-lake'). "
             "Keep it unchanged across restarts; use a different one for a different job."
         )
 

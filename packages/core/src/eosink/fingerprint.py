@@ -1,9 +1,9 @@
 """An order-independent fingerprint of Arrow record batches.
 
 Each row hashes to 64 bits (pandas' stable, keyed per-row hash of the values in column
-order); the fingerprint is the row count and the sum of row hashes modulo 2**64. A sum does not depend on
-row order or partitioning, so a faithful replay yields the same fingerprint however Spark split
-it, while a replay with other rows almost surely does not.
+order); the fingerprint is the row count and the sum of row hashes modulo 2**64. A sum does
+not depend on row order or partitioning, so a faithful replay yields the same fingerprint
+however Spark split it, while a replay with other rows almost surely does not.
 """
 
 from __future__ import annotations

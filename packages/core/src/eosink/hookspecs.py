@@ -77,7 +77,11 @@ def init(ctx: BatchContext, schema: pa.Schema) -> Any:
 
 @hookspec(firstresult=True)
 def write(
-    ctx: BatchContext, state: Any, partition_id: int, attempt: int, batches: Iterator[pa.RecordBatch]
+    ctx: BatchContext,
+    state: Any,
+    partition_id: int,
+    attempt: int,
+    batches: Iterator[pa.RecordBatch],
 ) -> Any:
     """Write one partition of the batch; return a small picklable commit message.
 

@@ -45,7 +45,7 @@ def redact_secrets(_logger: Any, _method: str, event: dict[str, Any]) -> dict[st
 
 
 def configure_logging(json: bool | None = None, level: int = logging.INFO) -> None:
-    """Configure structlog for eosink's events; JSON lines if ``json`` (or ``EOSINK_LOG_JSON=1``)."""
+    """Configure structlog for eosink's events; JSON lines if ``json`` or ``EOSINK_LOG_JSON=1``."""
     if json is None:
         json = os.environ.get("EOSINK_LOG_JSON", "") not in ("", "0", "false")
     renderer: Any = (

@@ -95,7 +95,8 @@ def check_identity(ctx: BatchContext, proof: Proof) -> None:
     if proof.query_id != ctx.query_id:
         raise CheckpointMismatchError(
             f"{ctx.sink}: writer {ctx.writer_id!r} already committed batch {proof.batch_id} into "
-            f"this target from query {proof.query_id} (checkpoint {proof.checkpoint or 'unknown'}), "
+            f"this target from query {proof.query_id} "
+            f"(checkpoint {proof.checkpoint or 'unknown'}), "
             f"but this query {ctx.query_id} (checkpoint {ctx.checkpoint or 'unknown'}) is at "
             f"batch {ctx.batch_id}: every batch up to {proof.batch_id} would be skipped as already "
             "written. To proceed: restart from the original checkpoint; or give this query a new "
@@ -244,9 +245,7 @@ def run_batch(
             fingerprint=fingerprint != "off",
         )
         results = run_writes(task)
-        return finish(
-            pm, ctx, state, results, fingerprint=fingerprint != "off", started=started
-        )
+        return finish(pm, ctx, state, results, fingerprint=fingerprint != "off", started=started)
     except BaseException:
         abort_quietly(pm, ctx, state, [r.message if r else None for r in results])
         log.warning("batch.failed", sink=ctx.sink, writer=ctx.writer_id, batch=ctx.batch_id)

@@ -214,8 +214,13 @@ class DeltaSink(eosink.Sink):
                 "the job with the same version): the batch is written again."
             ) from exc
         crash_point("commit:committed")
-        log.debug("delta.committed", table=self.uri, writer=ctx.writer_id, batch=ctx.batch_id,
-                  files=len(files))
+        log.debug(
+            "delta.committed",
+            table=self.uri,
+            writer=ctx.writer_id,
+            batch=ctx.batch_id,
+            files=len(files),
+        )
 
     def _check_still_compatible(self, table: Any, state: DeltaState) -> None:
         current = table.schema().to_json()

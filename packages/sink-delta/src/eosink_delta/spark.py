@@ -72,8 +72,16 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if proof is not None and proof.batch_id >= ctx.batch_id:
         check_identity(ctx, proof)
         reason = f"committed up to batch {proof.batch_id}"
-        log.info("batch.skipped", sink="delta", writer=ctx.writer_id, batch=ctx.batch_id,
-                 kind=ctx.kind, skipped=True, reason=reason, engine="delta-spark")
+        log.info(
+            "batch.skipped",
+            sink="delta",
+            writer=ctx.writer_id,
+            batch=ctx.batch_id,
+            kind=ctx.kind,
+            skipped=True,
+            reason=reason,
+            engine="delta-spark",
+        )
         return BatchOutcome(ctx, "skipped", reason=reason)
     table = open_table(uri)
     if table is None:
@@ -99,8 +107,15 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if options.partition_by:
         writer = writer.partitionBy(*options.partition_by)
     writer.save(uri)
-    log.info("batch.committed", sink="delta", writer=ctx.writer_id, batch=ctx.batch_id,
-             kind=ctx.kind, skipped=False, engine="delta-spark")
+    log.info(
+        "batch.committed",
+        sink="delta",
+        writer=ctx.writer_id,
+        batch=ctx.batch_id,
+        kind=ctx.kind,
+        skipped=False,
+        engine="delta-spark",
+    )
     return BatchOutcome(ctx, "committed")
 
 

@@ -199,8 +199,12 @@ def check_table_features(uri: str, table: Any, *, engine: str, mode: str) -> Non
             "delta-rs engine, whose txn never expires."
         )
     if retention:
-        log.info("delta.txn_retention_ignored", table=uri, retention=retention,
-                 reason="eosink's txn carries no lastUpdated, so retention cannot expire it")
+        log.info(
+            "delta.txn_retention_ignored",
+            table=uri,
+            retention=retention,
+            reason="eosink's txn carries no lastUpdated, so retention cannot expire it",
+        )
 
 
 def check_partitions(uri: str, table_columns: list[str], wanted: tuple[str, ...]) -> None:

@@ -65,7 +65,7 @@ def plan_key(
     row_index_column: str,
     queue_id_column: str,
 ) -> KeyPlan:
-    """Check the input and the table's key against each other; the plan, or an error naming the fix."""
+    """Check the input and the table's key against each other: the plan, or an error with a fix."""
     table_key = [c["name"] for c in table_schema if c.get("sort_order")]
     table_columns = [c["name"] for c in table_schema]
     names = list(input_schema.names)
@@ -205,11 +205,16 @@ def key_runs(chunk: pa.Table, plan: KeyPlan, path: str = "") -> Runs:
     group = list(plan.group)
     rows = chunk.column(plan.row_column)
     if group:
-        lists = chunk.select(group + [plan.row_column]).group_by(group).aggregate(
-            [(plan.row_column, "list")]
+        lists = (
+            chunk.select(group + [plan.row_column])
+            .group_by(group)
+            .aggregate([(plan.row_column, "list")])
         )
         items = [
-            ([lists.column(g)[i].as_py() for g in group], lists.column(f"{plan.row_column}_list")[i].values)
+            (
+                [lists.column(g)[i].as_py() for g in group],
+                lists.column(f"{plan.row_column}_list")[i].values,
+            )
             for i in range(lists.num_rows)
         ]
     else:

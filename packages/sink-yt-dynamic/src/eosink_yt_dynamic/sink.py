@@ -1,4 +1,4 @@
-"""The idempotent receiver: executors upsert rows keyed by their source row into a sorted dynamic table.
+"""The idempotent receiver: executors upsert rows keyed by their source row into a dynamic table.
 
 Exactly-once here does not come from atomicity but from the key: every output row's key is the
 position of its source row in the queue (``(tablet_index, row_index)``, with ``queue_id`` in
@@ -228,7 +228,9 @@ class YtDynamicSink(eosink.Sink):
         return state
 
     @hookimpl
-    def commit(self, ctx: BatchContext, state: WriteState, messages: list[WriteMessage], proof: Proof):
+    def commit(
+        self, ctx: BatchContext, state: WriteState, messages: list[WriteMessage], proof: Proof
+    ):
         client = self.client()
         table = self.options.progress_table
 
@@ -246,7 +248,13 @@ class YtDynamicSink(eosink.Sink):
                         )
                 client.insert_rows(
                     table,
-                    [{"writer_id": ctx.writer_id, "batch_id": ctx.batch_id, "proof": proof.to_json()}],
+                    [
+                        {
+                            "writer_id": ctx.writer_id,
+                            "batch_id": ctx.batch_id,
+                            "proof": proof.to_json(),
+                        }
+                    ],
                 )
 
         retry_unit(record, what=f"{ctx.label} proof")
@@ -272,7 +280,8 @@ class YtDynamicSink(eosink.Sink):
         try:
             keys = list(
                 client.select_rows(
-                    f"writer_id, batch_id, attempt, partition_id, chunk from [{table}] where {where}"
+                    "writer_id, batch_id, attempt, partition_id, chunk "
+                    f"from [{table}] where {where}"
                 )
             )
             if keys:
@@ -317,7 +326,13 @@ class YtDynamicSink(eosink.Sink):
             yield pa.concat_tables(pending)
 
     def _write_chunk(
-        self, client: Any, ctx: BatchContext, state: WriteState, partition_id: int, n: int, chunk: pa.Table
+        self,
+        client: Any,
+        ctx: BatchContext,
+        state: WriteState,
+        partition_id: int,
+        n: int,
+        chunk: pa.Table,
     ) -> None:
         o, plan = self.options, state.plan
         check_no_null_keys(chunk, plan, o.path)
@@ -332,7 +347,13 @@ class YtDynamicSink(eosink.Sink):
         retry_unit(upsert, what=f"{ctx.label} partition {partition_id} chunk {n}")
 
     def _register_and_check(
-        self, client: Any, ctx: BatchContext, state: WriteState, partition_id: int, n: int, chunk: pa.Table
+        self,
+        client: Any,
+        ctx: BatchContext,
+        state: WriteState,
+        partition_id: int,
+        n: int,
+        chunk: pa.Table,
     ) -> None:
         """Register this chunk's key runs, then compare with every run registered before.
 
@@ -351,7 +372,8 @@ class YtDynamicSink(eosink.Sink):
         }
         client.insert_rows(table, [{**me, "runs": encode_runs(runs)}])
         query = (
-            f"partition_id, chunk, runs from [{table}] where writer_id = {_ql_string(ctx.writer_id)} "
+            f"partition_id, chunk, runs from [{table}] "
+            f"where writer_id = {_ql_string(ctx.writer_id)} "
             f"and batch_id = {ctx.batch_id} and attempt = {_ql_string(state.attempt)}"
         )
         others = [

@@ -11,7 +11,10 @@ def with_source_key(
     df: Any, *, tablet_index_column: str = "tablet_index", row_index_column: str = "row_index"
 ) -> Any:
     """Rename SPYT's service columns to the output key column names (no-op when already done)."""
-    for service, name in ((SPYT_TABLET_INDEX, tablet_index_column), (SPYT_ROW_INDEX, row_index_column)):
+    for service, name in (
+        (SPYT_TABLET_INDEX, tablet_index_column),
+        (SPYT_ROW_INDEX, row_index_column),
+    ):
         if service in df.columns and service != name:
             df = df.withColumnRenamed(service, name)
     return df

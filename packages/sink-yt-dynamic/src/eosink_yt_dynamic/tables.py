@@ -1,4 +1,4 @@
-"""The YT tables of the sink: the output table (checked, or created on request) and its two aux tables.
+"""The YT tables of the sink: the output table (checked, or created on request), two aux tables.
 
 * the **output table**: a mounted sorted dynamic table with ``unique_keys`` whose key starts with
   the source coordinates; :func:`create_output_table` makes one right;

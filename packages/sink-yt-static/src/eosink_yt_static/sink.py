@@ -400,13 +400,9 @@ class YtStaticSink(eosink.Sink):
 
             def write_part() -> str:
                 stream = streams.pop() if streams else spill.replay()
-                part_tx = txs.start_tx(
-                    client, state.main_tx, self.options.part_tx_timeout_s, title
-                )
+                part_tx = txs.start_tx(client, state.main_tx, self.options.part_tx_timeout_s, title)
                 try:
-                    with txs.Pinger(
-                        self.connection, [part_tx], self.options.part_tx_timeout_s / 3
-                    ):
+                    with txs.Pinger(self.connection, [part_tx], self.options.part_tx_timeout_s / 3):
                         rows_box[0] = self._append(client, part_tx, state.tmp, stream)
                 except BaseException:
                     try:
@@ -503,7 +499,10 @@ class YtStaticSink(eosink.Sink):
 
                 def drop_staging() -> None:
                     with txs.sub_tx(
-                        client, self.connection, main_tx, self.options.sub_tx_timeout_s,
+                        client,
+                        self.connection,
+                        main_tx,
+                        self.options.sub_tx_timeout_s,
                         f"cleanup {ctx.label}",
                     ):
                         self._remove_staging(client, _parent(self.options.path)[0], main_tx)
@@ -599,9 +598,11 @@ class YtStaticSink(eosink.Sink):
             if committed is not None and committed.batch_id >= ctx.batch_id:
                 raise AlreadyCommitted(f"{ctx.label}: batch {committed.batch_id} already committed")
             with txs.in_tx(client, sub):
-                proofs = dict(client.get(f"{path}/@{PROOFS_ATTR}") if exists and client.exists(
-                    f"{path}/@{PROOFS_ATTR}"
-                ) else {})
+                proofs = dict(
+                    client.get(f"{path}/@{PROOFS_ATTR}")
+                    if exists and client.exists(f"{path}/@{PROOFS_ATTR}")
+                    else {}
+                )
                 prepared = _read_proof(proofs, ctx.writer_id)
                 if prepared is not None and prepared.batch_id >= ctx.batch_id:
                     raise _PreparedByOther()  # set inside MainTx after our first check
@@ -673,7 +674,9 @@ class YtStaticSink(eosink.Sink):
             if str(child).startswith(prefix) and child.attributes.get(STAGING_ATTR) == main_tx:
                 client.remove(f"{parent}/{child}", force=True)
 
-    def _commit_main(self, client: Any, ctx: BatchContext, main_tx: str, proof: Proof | None) -> None:
+    def _commit_main(
+        self, client: Any, ctx: BatchContext, main_tx: str, proof: Proof | None
+    ) -> None:
         """Commit MainTx: the single atomic step. A lost reply is resolved by the proof."""
         try:
             txs.commit(client, main_tx)
@@ -758,10 +761,21 @@ class _Stages:
 
 def _compatible(ours: str, theirs: str) -> bool:
     families = {
-        "int8": "int", "int16": "int", "int32": "int", "int64": "int",
-        "uint8": "uint", "uint16": "uint", "uint32": "uint", "uint64": "uint",
-        "float": "double", "double": "double", "boolean": "boolean",
-        "string": "string", "utf8": "string", "date": "date", "timestamp": "timestamp",
+        "int8": "int",
+        "int16": "int",
+        "int32": "int",
+        "int64": "int",
+        "uint8": "uint",
+        "uint16": "uint",
+        "uint32": "uint",
+        "uint64": "uint",
+        "float": "double",
+        "double": "double",
+        "boolean": "boolean",
+        "string": "string",
+        "utf8": "string",
+        "date": "date",
+        "timestamp": "timestamp",
     }
     if theirs in ("any", "yson"):
         return True

@@ -38,7 +38,7 @@ def in_tx(client: Any, tx: str | None, *, ping_ancestors: bool = False) -> Any:
 
 
 def start_tx(client: Any, parent: str | None, timeout_s: float, title: str, **attrs: Any) -> str:
-    """Start a master transaction under ``parent`` (or at the top) with a lifetime since last ping."""
+    """Start a master transaction under ``parent`` (or at the top), alive ``timeout`` past pings."""
     from yt.wrapper.transaction_commands import start_transaction
 
     return start_transaction(

@@ -56,7 +56,11 @@ def yt_schema(schema: pa.Schema, key_columns: Sequence[str] = ()) -> list[dict[s
         f for f in schema if f.name not in key_columns
     ]
     return [
-        {"name": f.name, "type": yt_type(f), **({"sort_order": "ascending"} if f.name in key_columns else {})}
+        {
+            "name": f.name,
+            "type": yt_type(f),
+            **({"sort_order": "ascending"} if f.name in key_columns else {}),
+        }
         for f in ordered
     ]
 

@@ -88,7 +88,9 @@ def _list_names(path: str) -> list[str]:
 def stream_position(checkpoint: str) -> tuple[int, str | None]:
     """The batch id Spark is running (latest offset log entry) and the query id of a checkpoint."""
     try:
-        batches = [int(n) for n in _list_names(posixpath.join(checkpoint, "offsets")) if n.isdigit()]
+        batches = [
+            int(n) for n in _list_names(posixpath.join(checkpoint, "offsets")) if n.isdigit()
+        ]
     except FileNotFoundError:
         batches = []
     if not batches:
@@ -160,9 +162,9 @@ class _EosinkWriter:
             for _ in batches:  # already committed: read nothing into the target
                 pass
             return EosinkCommitMessage(ctx, prepared, None)
-        result = WriteTask(
-            self.sink, ctx, prepared.state, fingerprint=self.fingerprint != "off"
-        )(task.partitionId(), task.attemptNumber(), batches)
+        result = WriteTask(self.sink, ctx, prepared.state, fingerprint=self.fingerprint != "off")(
+            task.partitionId(), task.attemptNumber(), batches
+        )
         return EosinkCommitMessage(ctx, prepared, result)
 
     def check_task(self, ctx: BatchContext, task: Any) -> None:
@@ -194,7 +196,10 @@ class _EosinkWriter:
             return
         ctx, prepared = present[0].ctx, present[0].prepared
         abort_quietly(
-            self.pm(), ctx, prepared.state, [m.result.message if m.result else None for m in present]
+            self.pm(),
+            ctx,
+            prepared.state,
+            [m.result.message if m.result else None for m in present],
         )
 
 
@@ -282,7 +287,11 @@ class EosinkDataSource(DataSource):
 
 
 def _class_name(sink_name: str) -> str:
-    return "Eosink" + "".join(p.capitalize() for p in sink_name.replace("_", "-").split("-")) + "DataSource"
+    return (
+        "Eosink"
+        + "".join(p.capitalize() for p in sink_name.replace("_", "-").split("-"))
+        + "DataSource"
+    )
 
 
 def _define_data_sources() -> dict[str, type[EosinkDataSource]]:
@@ -304,4 +313,3 @@ def register(spark: Any) -> list[str]:
     for cls in DATA_SOURCES.values():
         spark.dataSource.register(cls)
     return [cls.name() for cls in DATA_SOURCES.values()]
-

@@ -142,7 +142,7 @@ def write_batch(
     fingerprint: FingerprintMode = "off",
     plugins: Iterable[Any] = (),
 ) -> list[BatchOutcome]:
-    """Write a batch DataFrame exactly once per (writer id, version), as Delta's txnAppId/txnVersion.
+    """Write a batch DataFrame exactly once per (writer id, version), like Delta's txnVersion.
 
     A version at or below the last one committed by ``writer_id`` is skipped (and logged);
     another writer id writes independently. Returns one outcome per sink.

@@ -190,9 +190,7 @@ class SinkConformance:
         run_batch(sink, ctx, self.schema(), LocalRunner(self.partitions_of(0)), plugins=[recorder])
         points = list(dict.fromkeys(recorder.seen))
         for n, name in enumerate(points, start=1):
-            outcome = self.crash_then_replay(
-                make_sink, n, FaultPlugin("inside_commit", name=name)
-            )
+            outcome = self.crash_then_replay(make_sink, n, FaultPlugin("inside_commit", name=name))
             assert outcome.status in ("committed", "skipped")
             self.assert_exactly(read_rows, self.expected_rows(range(n + 1)))
 
@@ -287,7 +285,11 @@ class SinkConformance:
                 ctx = self.context(sink, 0)
                 outcomes.append(
                     run_batch(
-                        sink, ctx, self.schema(), LocalRunner(self.partitions_of(0)), plugins=[Gate()]
+                        sink,
+                        ctx,
+                        self.schema(),
+                        LocalRunner(self.partitions_of(0)),
+                        plugins=[Gate()],
                     )
                 )
             except BaseException as exc:  # noqa: BLE001 - reported below
