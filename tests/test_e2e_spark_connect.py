@@ -93,6 +93,7 @@ CLIENT = textwrap.dedent(
 
     remote, source, root = sys.argv[1:4]
     spark = SparkSession.builder.remote(remote).getOrCreate()
+    assert spark.version.startswith("4"), spark.version
     df = spark.readStream.schema("id long, name string") \\
         .option("maxFilesPerTrigger", 1).json(source)
 
@@ -106,6 +107,7 @@ CLIENT = textwrap.dedent(
         .option("path", root + "/ds.db").option("checkpointLocation", root + "/ck-ds") \\
         .trigger(availableNow=True).start().awaitTermination()
     spark.stop()
+    print("client done")
     """
 )
 
@@ -127,6 +129,7 @@ def test_both_front_doors_through_spark_connect(connect_server, tmp_path):
         text=True,
         timeout=300,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.returncode == 0 and "client done" in run.stdout, run.stderr[-3000:]
     for db in ("fb.db", "ds.db"):
-        assert sorted(r["id"] for r in read_rows(str(tmp_path / db))) == sorted(expected), db
+        held = sorted(r["id"] for r in read_rows(str(tmp_path / db)))
+        assert held == sorted(expected), f"{db}: {len(held)} rows; client log: {run.stderr[-3000:]}"
