@@ -24,6 +24,15 @@ def option_key(name: str) -> str:
     return name.replace("_", "").replace("-", "").replace(".", "").lower()
 
 
+def names(value: object) -> tuple[str, ...]:
+    """attrs converter for options that list names: ``"a, b"`` from Spark or an iterable."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return tuple(str(v) for v in value)  # type: ignore[attr-defined]
+
+
 def _convert(value: Any, hint: Any, name: str) -> Any:
     if not isinstance(value, str):
         return value

@@ -8,6 +8,7 @@ from typing import Literal
 import attrs
 
 from eosink import ConfigurationError
+from eosink.options import names
 
 Engine = Literal["delta-rs", "delta-spark", "auto"]
 ENGINES = ("delta-rs", "delta-spark", "auto")
@@ -31,14 +32,6 @@ def table_uri(path: str) -> str:
     return os.path.abspath(path)
 
 
-def _names(value: object) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(p.strip() for p in value.split(",") if p.strip())
-    return tuple(str(v) for v in value)  # type: ignore[attr-defined]
-
-
 @attrs.frozen
 class DeltaOptions:
     """Options of the ``delta`` sink.
@@ -53,7 +46,7 @@ class DeltaOptions:
     """
 
     path: str = attrs.field(converter=table_uri)
-    partition_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=names)
     merge_schema: bool = False
     engine: str = "delta-rs"
     compression: str = "snappy"

@@ -7,6 +7,7 @@ import os
 import attrs
 
 from eosink import ConfigurationError
+from eosink.options import names
 
 FORMATS = ("parquet", "json", "csv")
 
@@ -37,14 +38,6 @@ def _location(path: str) -> str:
     if "://" in path:
         return path.rstrip("/")
     return os.path.abspath(path)
-
-
-def _names(value: object) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return tuple(p.strip() for p in value.split(",") if p.strip())
-    return tuple(str(v) for v in value)  # type: ignore[attr-defined]
 
 
 def _lower(value: object) -> str:
@@ -79,7 +72,7 @@ class FilesOptions:
 
     path: str = attrs.field(converter=_location)
     format: str = attrs.field(default="parquet", converter=_lower)
-    partition_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=names)
     compression: str | None = attrs.field(default=None, converter=_compression)
     target_file_size: int = 1024 * MiB
     row_group_size: int = 1_048_576

@@ -18,7 +18,6 @@ the table ends up the same however often a batch runs. Hence:
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -29,7 +28,7 @@ import structlog
 
 import eosink
 from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
-from eosink_yt_common import YtConnection, retry_unit, yt_rows
+from eosink_yt_common import YtConnection, client_config_option, retry_unit, yt_rows
 from eosink_yt_dynamic.keys import (
     KeyPlan,
     check_no_null_keys,
@@ -54,20 +53,6 @@ log = structlog.get_logger("eosink.yt_dynamic")
 
 #: YT refuses tablet transactions that touch more rows than this (the documented default).
 YT_MAX_ROWS_PER_TRANSACTION = 100_000
-
-
-def _json_dict(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError:
-            raise ConfigurationError(
-                f"option client_config: {value[:80]!r} is not JSON; give a JSON object such as "
-                '{"proxy": {"request_timeout": 20000}}'
-            ) from None
-    if not isinstance(value, dict):
-        raise ConfigurationError("option client_config: give a dict (or a JSON object)")
-    return value
 
 
 @attrs.frozen
@@ -97,7 +82,7 @@ class YtDynamicOptions:
     #: Where tasks register their key runs; default ``<path>_eosink_keys``.
     keys_path: str | None = None
     #: Extra YT client configuration (YT's config keys), a dict or its JSON text.
-    client_config: dict[str, Any] = attrs.field(factory=dict, converter=_json_dict)
+    client_config: dict[str, Any] = attrs.field(factory=dict, converter=client_config_option)
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("//") and not self.path.startswith("<"):

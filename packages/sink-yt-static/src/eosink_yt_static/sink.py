@@ -41,7 +41,14 @@ from eosink import (
     crash_point,
     hookimpl,
 )
-from eosink_yt_common import YtConnection, key_columns, retry_unit, yt_rows, yt_schema
+from eosink_yt_common import (
+    YtConnection,
+    client_config_option,
+    key_columns,
+    retry_unit,
+    yt_rows,
+    yt_schema,
+)
 from eosink_yt_static import tx as txs
 
 log = structlog.get_logger("eosink.yt_static")
@@ -67,20 +74,6 @@ def _cleanup(value: str) -> str:
             "(replace the rows, keep the table and its schema) or 'drop' (replace the table)"
         )
     return lowered
-
-
-def _json_dict(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError:
-            raise ConfigurationError(
-                f"option client_config={value!r}: give a JSON object, e.g. "
-                '\'{"proxy": {"request_timeout": 60000}}\''
-            ) from None
-    if not isinstance(value, dict):
-        raise ConfigurationError("option client_config: give a JSON object (a dict)")
-    return dict(value)
 
 
 @attrs.frozen
@@ -117,7 +110,7 @@ class YtStaticOptions:
     rows_per_request: int = 100_000
     #: Extra YT client configuration (YT's config keys), a dict or its JSON text, merged over
     #: eosink's defaults, e.g. ``{"proxy": {"request_timeout": 60000}}``.
-    client_config: dict[str, Any] = attrs.field(factory=dict, converter=_json_dict)
+    client_config: dict[str, Any] = attrs.field(factory=dict, converter=client_config_option)
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("//"):

@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from eosink_yt_common.client import YtConnection
+from eosink_yt_common.client import YtConnection, client_config_option
 from eosink_yt_common.retry import client_retry_config, is_retriable, retry_unit
 from eosink_yt_common.schema import key_columns, yt_rows, yt_schema, yt_type
 
@@ -13,6 +13,7 @@ except PackageNotFoundError:  # not installed: running from the source tree
 
 __all__ = [
     "YtConnection",
+    "client_config_option",
     "client_retry_config",
     "is_retriable",
     "key_columns",

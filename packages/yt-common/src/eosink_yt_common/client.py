@@ -8,9 +8,12 @@ itself); it is never part of a ``repr`` and never logged.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import attrs
+
+from eosink import ConfigurationError
 
 from eosink_yt_common.retry import client_retry_config
 
@@ -41,3 +44,18 @@ class YtConnection:
         )
         config = update(config, dict(self.config))
         return YtClient(proxy=self.proxy, token=self.token, config=config)
+
+
+def client_config_option(value: Any) -> dict[str, Any]:
+    """The ``client_config`` option of a YT sink: a dict, or a JSON object from Spark options."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise ConfigurationError(
+                f"option client_config: {value[:80]!r} is not JSON; give a JSON object such as "
+                '{"proxy": {"request_timeout": 20000}}'
+            ) from None
+    if not isinstance(value, dict):
+        raise ConfigurationError("option client_config: give a dict (or a JSON object)")
+    return value
