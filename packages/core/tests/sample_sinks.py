@@ -64,3 +64,29 @@ class MemorySink(eosink.Sink):
         with LOCK:
             for key in messages or ():
                 self.store["staged"].pop(key, None)
+
+
+@attrs.frozen
+class StagingOptions:
+    name: str
+    fail_commit: bool = False
+    offer: bool = True
+    fail_staging: bool = False
+
+
+class DataFrameStagingSink(MemorySink):
+    """A MemorySink that stages a whole "DataFrame" (here: a list of rows) on the driver."""
+
+    name = "memory"
+    Options = StagingOptions
+
+    @hookimpl
+    def write_dataframe(self, state, df):
+        if not self.options.offer:
+            return None
+        key = (state, "dataframe", 0)
+        with LOCK:
+            self.store["staged"][key] = list(df)
+        if self.options.fail_staging:
+            raise RuntimeError("staging failed")
+        return eosink.Staged(message=key, rows=len(df))

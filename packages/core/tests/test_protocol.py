@@ -4,7 +4,7 @@ import itertools
 
 import pyarrow as pa
 import pytest
-from sample_sinks import STORES, MemorySink
+from sample_sinks import STORES, DataFrameStagingSink, MemorySink
 
 from eosink import BatchContext, CheckpointMismatchError, MissingWriterIdError, hookimpl, run_batch
 from eosink.testing import LocalRunner
@@ -98,3 +98,47 @@ def test_fan_out_each_sink_exactly_once_on_its_own():
             {"id": 2},
         ]
     )
+
+
+class NoWrites(LocalRunner):
+    """A runner that must not run: the sink staged the DataFrame itself."""
+
+    def __call__(self, task):
+        raise AssertionError("write ran although write_dataframe staged the batch")
+
+
+def test_write_dataframe_stages_the_batch_instead_of_write():
+    sink = DataFrameStagingSink(name=next(names))
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    df = [{"id": 1}, {"id": 2}, {"id": 3}]
+    outcome = run_batch(sink, ctx, SCHEMA, NoWrites([]), df=df)
+    assert (outcome.status, outcome.rows) == ("committed", 3)
+    store = STORES[sink.options.name]
+    assert store["rows"] == df
+    assert store["proofs"][("w", 0)].rows == 3
+    assert run_batch(sink, ctx, SCHEMA, NoWrites([]), df=df).status == "skipped"
+
+
+@pytest.mark.parametrize(
+    "case", ["sink declines", "fingerprint asked", "executor plugins", "no dataframe"]
+)
+def test_write_runs_when_the_dataframe_path_does_not_apply(case):
+    sink = DataFrameStagingSink(name=next(names), offer=case != "sink declines")
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    kwargs = {"df": None if case == "no dataframe" else [{"id": 99}]}
+    if case == "fingerprint asked":
+        kwargs["fingerprint"] = "error"
+    if case == "executor plugins":
+        kwargs["executor_plugins"] = [object()]
+    outcome = run_batch(sink, ctx, SCHEMA, LocalRunner(rows(1, 2)), **kwargs)
+    assert (outcome.status, outcome.rows) == ("committed", 2)
+    assert STORES[sink.options.name]["rows"] == [{"id": 1}, {"id": 2}]
+
+
+def test_failed_dataframe_staging_aborts_and_commits_nothing():
+    sink = DataFrameStagingSink(name=next(names), fail_staging=True)
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    with pytest.raises(RuntimeError, match="staging failed"):
+        run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}])
+    store = STORES[sink.options.name]
+    assert store["rows"] == [] and store["proofs"] == {}

@@ -8,8 +8,10 @@ file per micro-batch) is written, in one Spark session, by:
 * ``noop``: Spark's no-op sink, the cost of producing the rows (the ceiling);
 * ``spark parquet``: Spark's built-in file sink (``format("parquet")``, its manifest log);
 * ``eosink data source``: ``format("eosink-files")`` (needs the ``files`` entry point, i.e.
-  eosink-files installed);
-* ``eosink foreachBatch``: ``foreachBatch(eosink.foreach_batch(...))``.
+  eosink-files installed); rows reach Python as Arrow, the arrow engine writes them;
+* ``eosink foreachBatch, spark engine``: ``foreachBatch(eosink.foreach_batch(...))`` with the
+  default engine, which lets Spark's own writer stage the files;
+* ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``.
 
 Then, without Spark: the per-batch exactly-once overhead (``is_committed`` + ``commit`` of a
 batch of 2 files, median) and the commit time at batch 10 vs batch 10,000 of a long synthetic
@@ -121,9 +123,14 @@ def run_spark(args, work: str) -> list[tuple[str, float | None]]:
             )
         else:
             yield "eosink data source", None
-        yield "eosink foreachBatch", lambda: base("fb").foreachBatch(
-            eosink.foreach_batch(FilesSink(path=out("fb")), writer_id="bench")
-        ).start()
+        for engine in ("spark", "arrow"):
+            yield f"eosink foreachBatch, {engine} engine", lambda engine=engine: base(
+                f"fb-{engine}"
+            ).foreachBatch(
+                eosink.foreach_batch(
+                    FilesSink(path=out(f"fb-{engine}"), engine=engine), writer_id="bench"
+                )
+            ).start()
 
     warm = os.path.join(work, "warm-in")
     make_input(warm, 2, WARMUP_ROWS)

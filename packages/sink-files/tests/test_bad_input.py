@@ -142,3 +142,29 @@ def test_schema_column_all_partition_columns(tmp_path):
     batch = pa.record_batch({"day": pa.array(["a"])})
     with pytest.raises(ConfigurationError, match="leave at least one column out of partitionBy"):
         run(FilesSink(path=str(tmp_path / "o"), partition_by=["day"]), 0, [[batch]])
+
+
+class _ConnectSession:
+    @property
+    def sparkContext(self):  # noqa: N802 - Spark's name
+        raise RuntimeError("not available on Spark Connect")
+
+
+class _ConnectLikeFrame:
+    """A DataFrame of a Spark Connect session: no SparkContext to reach."""
+
+    sparkSession = _ConnectSession()
+
+
+def test_spark_engine_needs_a_classic_session(tmp_path):
+    from eosink_files.options import FilesOptions
+    from eosink_files.spark_engine import chooses_spark
+    from eosink_files.store import open_store
+
+    store = open_store(str(tmp_path))
+    df = _ConnectLikeFrame()
+    assert chooses_spark(FilesOptions(path=str(tmp_path)), store, df) is False
+    with pytest.raises(ConfigurationError, match="Spark Connect.*engine='arrow'"):
+        chooses_spark(FilesOptions(path=str(tmp_path), engine="spark"), store, df)
+    with pytest.raises(ConfigurationError, match="unknown engine 'jvm'"):
+        FilesOptions(path=str(tmp_path), engine="jvm")

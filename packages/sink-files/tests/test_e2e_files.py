@@ -96,18 +96,29 @@ def check_output(spark, out, expected_ids):
     assert "stray.parquet" in report.foreign
 
 
-@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
+def written_by_spark(out) -> set[bool]:
+    """For each committed file: was it written by Spark's own writer (the spark engine)?"""
+    return {
+        b"org.apache.spark.version"
+        in (pq.read_metadata(os.path.join(out, f.relpath)).metadata or {})
+        for f in committed_files(str(out))
+    }
+
+
+@pytest.mark.parametrize("door", ["foreach_batch", "foreach_batch_arrow", "data_source"])
 def test_killed_mid_batch_then_restarted(spark, tmp_path, door):
     source, out, ckpt = tmp_path / "in", tmp_path / "out", tmp_path / "ckpt"
     expected = write_source(source)
     marker = tmp_path / "crash-once"
     marker.write_text("1")
-    writer = eosink.foreach_batch(eosink.sink("files", path=str(out)), writer_id="e2e")
+    engine = "arrow" if door == "foreach_batch_arrow" else "auto"
+    sink = eosink.sink("files", path=str(out), engine=engine)
+    writer = eosink.foreach_batch(sink, writer_id="e2e")
 
     def start():
         stream = crashing_stream(spark, source, str(marker)).writeStream
         stream = stream.option("checkpointLocation", str(ckpt)).trigger(availableNow=True)
-        if door == "foreach_batch":
+        if door.startswith("foreach_batch"):
             return stream.foreachBatch(writer).start()
         eosink.register_data_sources(spark)
         return (
@@ -117,7 +128,9 @@ def test_killed_mid_batch_then_restarted(spark, tmp_path, door):
     failures = run_until_done(start)
     assert failures == 1 and not marker.exists()
     check_output(spark, str(out), expected)
-    if door == "foreach_batch":
+    assert written_by_spark(out) == {door == "foreach_batch"}  # auto picks spark for DataFrames
+    assert not (out / "_eosink_staging").exists() or not os.listdir(out / "_eosink_staging")
+    if door.startswith("foreach_batch"):
         assert writer.committed == FILES
 
 

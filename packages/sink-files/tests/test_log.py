@@ -181,6 +181,33 @@ def test_cleanup_removes_failed_attempts_only(tmp_path):
     assert read_table(str(out)).num_rows == 8
 
 
+def test_cleanup_removes_stale_staging_folders_of_the_spark_engine(tmp_path):
+    out = tmp_path / "out"
+    run(FilesSink(path=str(out)), 0)
+    stale = out / "_eosink_staging" / "a1" / "country=DE"
+    stale.mkdir(parents=True)
+    (stale / "part-00000-x-c000.snappy.parquet").write_bytes(b"PAR1")
+    (stale / ".part-00000-x-c000.snappy.parquet.crc").write_bytes(b"crc")
+    live = out / "_eosink_staging" / "a2"
+    live.mkdir()
+    (live / "part-00000-y-c000.snappy.parquet").write_bytes(b"PAR1")
+    old = time.time() - 7200
+    for path in (
+        stale / "part-00000-x-c000.snappy.parquet",
+        stale / ".part-00000-x-c000.snappy.parquet.crc",
+        stale,
+        stale.parent,
+    ):
+        os.utime(path, (old, old))
+    dry = cleanup(str(out), older_than_s=3600)
+    assert len(dry.orphans) == 2 and dry.young == (
+        "_eosink_staging/a2/part-00000-y-c000.snappy.parquet",
+    )
+    cleanup(str(out), older_than_s=3600, dry_run=False)
+    assert sorted(os.listdir(out / "_eosink_staging")) == ["a2"]
+    assert read_table(str(out)).num_rows == 8
+
+
 def test_abort_removes_the_attempts_files(tmp_path):
     from eosink.testing.faults import FaultPlugin, InjectedCrash
     from eosink import run_batch

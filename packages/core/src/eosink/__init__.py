@@ -20,7 +20,14 @@ from eosink.errors import (
 )
 from eosink.hookspecs import hookimpl, hookspec
 from eosink.logs import PhaseLogger, configure_logging
-from eosink.model import BatchContext, BatchOutcome, Fingerprint, PartitionResult, Proof
+from eosink.model import (
+    BatchContext,
+    BatchOutcome,
+    Fingerprint,
+    PartitionResult,
+    Proof,
+    Staged,
+)
 from eosink.options import options_from
 from eosink.protocol import WriteTask, run_batch
 from eosink.registry import installed_sinks, sink, sink_from_options
@@ -48,6 +55,7 @@ __all__ = [
     "ReplayMismatchError",
     "Sink",
     "SinkError",
+    "Staged",
     "UnknownSinkError",
     "WriteTask",
     "configure_logging",

@@ -1,4 +1,4 @@
-"""The contract between the eosink core and a sink: five pluggy hooks.
+"""The contract between the eosink core and a sink: five pluggy hooks and an optional sixth.
 
 For every micro-batch (or batch-job version) the core, on the driver, runs::
 
@@ -6,6 +6,8 @@ For every micro-batch (or batch-job version) the core, on the driver, runs::
     if proof covers the batch: skip      # logged and counted, nothing else runs
     state = init(ctx, schema)            # driver
     messages = [write(ctx, state, partition_id, batches) for each partition]   # executors
+        # or, where the sink offers it and the front door holds a DataFrame:
+        # messages = [write_dataframe(ctx, state, df).message]                  # driver
     commit(ctx, state, messages, proof)  # driver: data + proof in one atomic step
     on any failure: abort(ctx, state, messages), then re-raise
 
@@ -31,7 +33,7 @@ import pluggy
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from eosink.model import BatchContext, Proof
+    from eosink.model import BatchContext, Proof, Staged
 
 PROJECT = "eosink"
 
@@ -95,6 +97,29 @@ def write(
 
     Guarantees: nothing written here is visible to readers before ``commit``. Must never
     publish data, write the proof, or assume it runs in the driver's process.
+    """
+
+
+@hookspec(firstresult=True)
+def write_dataframe(ctx: BatchContext, state: Any, df: Any) -> Staged | None:
+    """Optionally stage the whole batch with Spark's own (JVM) writers instead of ``write``.
+
+    Runs on the driver, once per attempt, after ``init``, in the front doors that hold the
+    batch as a DataFrame (``foreach_batch`` and ``write_batch``; the data-source front door
+    only sees Arrow batches, so there ``write`` runs). The core calls it only when no replay
+    fingerprint is asked for and no executor plugins wrap ``write`` (both need every row in
+    Python). Why it exists: handing rows from the JVM to Python as Arrow costs more than a
+    Spark writer spends on the whole write, so a sink whose store Spark can write (a file
+    format, a table format with a Spark writer) is faster letting Spark stage the data.
+
+    Returns ``None`` to let the core run ``write`` on every partition (the default when no
+    sink implements it), or a :class:`~eosink.model.Staged` holding one small picklable
+    commit message for the whole batch and the batch's row count; ``commit`` then receives
+    ``[staged.message]``.
+
+    Guarantees: the same as ``write``'s. Nothing staged is visible to readers before
+    ``commit``, and a failure leaves only objects that ``abort`` or the sink's cleanup remove.
+    Must never publish data, write the proof, or collect the rows to the driver.
     """
 
 

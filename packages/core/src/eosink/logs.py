@@ -126,6 +126,10 @@ class PhaseLogger:
         return (yield from self._wrap("write", ctx, partition=partition_id, attempt=attempt))
 
     @hookimpl(wrapper=True)
+    def write_dataframe(self, ctx: Any) -> Generator[None, Any, Any]:
+        return (yield from self._wrap("write_dataframe", ctx))
+
+    @hookimpl(wrapper=True)
     def commit(self, ctx: Any, messages: list[Any], proof: Any) -> Generator[None, Any, Any]:
         return (
             yield from self._wrap(

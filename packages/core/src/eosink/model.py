@@ -110,6 +110,18 @@ class PartitionResult:
 
 
 @attrs.frozen
+class Staged:
+    """What ``write_dataframe`` staged for the whole batch: one commit message and the row count.
+
+    The core hands ``message`` to ``commit`` as the batch's only message, and ``rows`` becomes
+    the proof's row count.
+    """
+
+    message: Any
+    rows: int
+
+
+@attrs.frozen
 class BatchOutcome:
     """The result of running one batch into one sink, as the driver saw it."""
 

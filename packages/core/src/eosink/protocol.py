@@ -223,12 +223,15 @@ def run_batch(
     plugins: Iterable[Any] = (),
     executor_plugins: Iterable[Any] = (),
     fingerprint: FingerprintMode = "off",
+    df: Any = None,
 ) -> BatchOutcome:
     """Run one batch into one sink exactly once; the single driver-side entry of every front door.
 
     ``run_writes`` runs a :class:`WriteTask` on every partition (Spark's ``mapInArrow`` in the
     front doors, a plain loop in tests) and returns the partition results.
     ``executor_plugins`` must pickle: they are registered around ``write`` on the executors.
+    ``df``, the batch as a DataFrame where the front door has one, is offered to the sink's
+    ``write_dataframe`` first (see :mod:`eosink.hookspecs` for when).
     """
     started = time.monotonic()
     pm = plugin_manager(sink, driver_plugins(plugins))
@@ -244,7 +247,13 @@ def run_batch(
             plugins=tuple(executor_plugins),
             fingerprint=fingerprint != "off",
         )
-        results = run_writes(task)
+        staged = None
+        if df is not None and fingerprint == "off" and not task.plugins:
+            staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
+        if staged is not None:
+            results = [PartitionResult(0, 0, staged.rows, None, staged.message, state)]
+        else:
+            results = run_writes(task)
         return finish(pm, ctx, state, results, fingerprint=fingerprint != "off", started=started)
     except BaseException:
         abort_quietly(pm, ctx, state, [r.message if r else None for r in results])

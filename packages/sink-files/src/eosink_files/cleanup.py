@@ -11,6 +11,9 @@ reader but taking space. ``cleanup`` deletes them, with three safety rules:
 * the folder is listed *before* the log is read, so a file committed meanwhile is seen as
   committed.
 
+Staging folders the ``spark`` engine left behind (``_eosink_staging/<attempt>``, after a crash
+of the driver mid-write) are removed whole once every file in them is old enough.
+
 Run it from Python (``eosink_files.cleanup(path, dry_run=False)``) or the command line::
 
     python -m eosink_files.cleanup /data/orders --older-than-hours 24          # dry run
@@ -28,6 +31,7 @@ import structlog
 
 from eosink_files.log import LOG_DIR
 from eosink_files.reader import _store, read_log
+from eosink_files.spark_engine import STAGING_DIR
 
 log = structlog.get_logger("eosink.files")
 
@@ -65,6 +69,7 @@ def cleanup(
         raise ValueError("older_than_s must be >= 0")
     store = _store(path)
     listed_files = list(store.walk(""))  # before reading the log: see the module's rules
+    staged = list(store.walk(STAGING_DIR))  # all of it an attempt's leftovers
     temps = [
         (f"{LOG_DIR}/{name}", *store.stat(f"{LOG_DIR}/{name}"))
         for name, is_dir in store.listdir(LOG_DIR)
@@ -75,11 +80,11 @@ def cleanup(
     cutoff = (time.time() - older_than_s) * 1000
     orphans, young, foreign = [], [], []
     size = 0
-    for relpath, nbytes, mtime in [*listed_files, *temps]:
+    for relpath, nbytes, mtime in [*listed_files, *temps, *staged]:
         base = relpath.rsplit("/", 1)[-1]
         if relpath in committed:
             continue
-        is_temp = relpath.startswith(f"{LOG_DIR}/")
+        is_temp = relpath.startswith((f"{LOG_DIR}/", f"{STAGING_DIR}/"))
         if not is_temp and (not base.startswith("part-") or base.startswith((".", "_"))):
             if not base.startswith((".", "_")):
                 foreign.append(relpath)
@@ -92,6 +97,11 @@ def cleanup(
     if not dry_run:
         for relpath in orphans:
             store.delete(relpath)
+        young_attempts = {p.split("/")[1] for p in young if p.startswith(f"{STAGING_DIR}/")}
+        for name, _ in store.listdir(STAGING_DIR):
+            folder = f"{STAGING_DIR}/{name}"
+            if name not in young_attempts and store.stat(folder)[1] <= cutoff:
+                store.delete_tree(folder)  # its files are gone: only empty folders remain
     report = CleanupReport(tuple(orphans), size, tuple(young), tuple(foreign), not dry_run)
     log.info(
         "files.cleanup",

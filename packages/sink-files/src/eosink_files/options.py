@@ -10,6 +10,7 @@ from eosink import ConfigurationError
 from eosink.options import names
 
 FORMATS = ("parquet", "json", "csv")
+ENGINES = ("auto", "spark", "arrow")
 
 #: Codecs per format, as users spell them; Spark's reader handles each of these.
 COMPRESSIONS = {
@@ -67,7 +68,12 @@ class FilesOptions:
     atomically-if-absent, on the promise that one query at a time writes the folder.
     ``log_cleanup_delay_s``: log entries made obsolete by a compaction are deleted after this
     delay (readers in flight may still need them); a negative value keeps them forever.
-    ``csv_header``: write a header line in CSV files.
+    ``csv_header``: write a header line in CSV files. ``engine``: who writes the part files
+    where the batch is a DataFrame (``foreachBatch``, ``write_batch``): ``spark`` (Spark's
+    own file writer, the fastest; a local or shared path and classic Spark), ``arrow`` (this
+    package's Arrow writers on the executors, any fsspec URL, ``target_file_size`` and
+    ``row_group_size`` honoured) or ``auto`` (default: ``spark`` where it can, else ``arrow``).
+    The data-source front door always uses ``arrow``.
     """
 
     path: str = attrs.field(converter=_location)
@@ -80,6 +86,7 @@ class FilesOptions:
     single_writer: bool = False
     log_cleanup_delay_s: float = 600.0
     csv_header: bool = True
+    engine: str = attrs.field(default="auto", converter=_lower)
 
     def __attrs_post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -91,6 +98,10 @@ class FilesOptions:
             raise ConfigurationError(
                 f"sink 'files': compression {self.compression!r} is not available for "
                 f"{self.format}; use one of {', '.join(COMPRESSIONS[self.format])}"
+            )
+        if self.engine not in ENGINES:
+            raise ConfigurationError(
+                f"sink 'files': unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}"
             )
         for name, value, low in (
             ("target_file_size", self.target_file_size, 1),
@@ -118,3 +129,12 @@ class FilesOptions:
     @property
     def codec(self) -> str:
         return self.compression or DEFAULT_COMPRESSION[self.format]
+
+
+def default_sizes(options: FilesOptions) -> bool:
+    """Whether file and row-group sizes are left to the writer (the spark engine needs this)."""
+    fields = attrs.fields(FilesOptions)
+    return (
+        options.target_file_size == fields.target_file_size.default
+        and options.row_group_size == fields.row_group_size.default
+    )

@@ -1,8 +1,10 @@
 """The ``files`` sink: part files through fsspec, published by a Spark-compatible manifest log.
 
 * ``write`` (executors) writes a partition's part files into the folder under names no other
-  attempt uses. Spark's reader (and :mod:`eosink_files.reader`) reads only files the log lists,
-  so these files are invisible until the commit lists them.
+  attempt uses; where the batch is a DataFrame, ``write_dataframe`` lets Spark's own writer
+  do it instead (:mod:`eosink_files.spark_engine`). Spark's reader (and
+  :mod:`eosink_files.reader`) reads only files the log lists, so these files are invisible
+  until the commit lists them.
 * ``commit`` (driver) publishes the next log file, ``_spark_metadata/<id>``, holding the batch's
   file entries **and** its proof line, in one atomic create-if-absent. A lost race re-reads the
   log: the winner's proof of this batch makes the attempt ``AlreadyCommitted``; another
@@ -40,6 +42,7 @@ from eosink_files.log import (
     reader_plan,
     render,
 )
+from eosink_files import spark_engine
 from eosink_files.options import FilesOptions
 from eosink_files.store import Store, open_store, safe_url
 from eosink_files.writers import PartitionWriter, WrittenFile
@@ -396,6 +399,14 @@ class FilesSink(eosink.Sink):
         log.info(
             "files.abort_removed", writer=ctx.writer_id, batch=ctx.batch_id, files=len(written)
         )
+
+    @hookimpl
+    def write_dataframe(self, state: FilesState, df: Any) -> eosink.Staged | None:
+        store = self._store()
+        if not spark_engine.chooses_spark(self.options, store, df):
+            return None
+        files, rows = spark_engine.stage(store, self.options, df, state.attempt)
+        return eosink.Staged(FilesMessage(files=tuple(files), rows=rows), rows)
 
     # -- executors ---------------------------------------------------------------------------
     @hookimpl

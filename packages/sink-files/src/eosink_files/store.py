@@ -17,6 +17,7 @@ believe they wrote it.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -96,6 +97,12 @@ class Store:
     def delete(self, relpath: str) -> None:
         ...
 
+    def delete_tree(self, relpath: str) -> None:
+        ...  # a folder and everything in it; nothing if it is not there
+
+    def move(self, relpath: str, to: str) -> None:
+        ...  # rename within the folder; parent folders of ``to`` are created
+
     def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
         ...
 
@@ -157,6 +164,14 @@ class LocalStore(Store):
             os.unlink(self._p(relpath))
         except FileNotFoundError:
             pass
+
+    def delete_tree(self, relpath: str) -> None:
+        shutil.rmtree(self._p(relpath), ignore_errors=True)
+
+    def move(self, relpath: str, to: str) -> None:
+        target = self._p(to)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(self._p(relpath), target)
 
     def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
         final = self._p(relpath)
@@ -272,6 +287,15 @@ class FsspecStore(Store):
             self.fs.rm_file(self._p(relpath))
         except FileNotFoundError:
             pass
+
+    def delete_tree(self, relpath: str) -> None:
+        try:
+            self.fs.rm(self._p(relpath), recursive=True)
+        except FileNotFoundError:
+            pass
+
+    def move(self, relpath: str, to: str) -> None:
+        self.fs.mv(self._p(relpath), self._p(to))
 
     def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
         path = self._p(relpath)

@@ -84,6 +84,7 @@ class ForeachBatchWriter:
                 plugins=self.plugins,
                 executor_plugins=self.executor_plugins,
                 fingerprint=self.fingerprint,
+                df=df,
             )
             self.outcomes.append(outcome)
             self.counts[outcome.status] += 1
@@ -166,7 +167,13 @@ def write_batch(
         )
         outcomes.append(
             run_batch(
-                sink, ctx, schema, spark_run_writes(df), plugins=plugins, fingerprint=fingerprint
+                sink,
+                ctx,
+                schema,
+                spark_run_writes(df),
+                plugins=plugins,
+                fingerprint=fingerprint,
+                df=df,
             )
         )
     return outcomes

@@ -1,0 +1,122 @@
+"""The spark engine: Spark's own file writer stages a DataFrame batch, the manifest publishes it.
+
+Read back by Spark's reader (and the reader helper), with crashes between staging and commit,
+every format, ``partitionBy``, and the configurations the engine refuses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import eosink
+from eosink import ConfigurationError, hookimpl
+from eosink_files import committed_files, read_table
+
+
+class FailCommitOnce:
+    """A driver plugin: the first commit fails before publishing (after staging succeeded)."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    @hookimpl(wrapper=True)
+    def commit(self):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("commit failed after staging")
+        return (yield)
+
+
+def batch(spark, start: int, end: int):
+    return spark.range(start, end).selectExpr(
+        "id",
+        "concat('c', cast(id % 3 as string)) as country",
+        "timestamp_seconds(1700000000 + id) as ts",
+    )
+
+
+def part_files(out) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(folder, name), out)
+        for folder, dirs, names in os.walk(out)
+        for name in names
+        if name.startswith("part-")
+    )
+
+
+def test_crash_between_staging_and_commit_leaves_nothing_visible(spark, tmp_path):
+    out = str(tmp_path / "out")
+    sink = eosink.sink("files", path=out, engine="spark")
+    plugin = FailCommitOnce()
+    df = batch(spark, 0, 100)
+    with pytest.raises(RuntimeError, match="commit failed after staging"):
+        eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
+    assert part_files(out) == []  # abort removed the moved files; staging is gone
+    assert not os.listdir(os.path.join(out, "_eosink_staging"))
+    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
+    assert (outcome.status, outcome.rows) == ("committed", 100)
+    (again,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert again.status == "skipped"
+    assert sorted(r.id for r in spark.read.parquet(out).collect()) == list(range(100))
+    assert len(part_files(out)) == len(committed_files(out))
+
+
+def test_partitioned_parquet_has_spark_layout_and_micros_timestamps(spark, tmp_path):
+    out = str(tmp_path / "out")
+    sink = eosink.sink("files", path=out, partition_by=["country"], compression="zstd")
+    spark.conf.unset("spark.sql.parquet.outputTimestampType")
+    eosink.write_batch(batch(spark, 0, 30), sink, writer_id="job", version=1)
+    eosink.write_batch(batch(spark, 30, 60), sink, writer_id="job", version=2)
+    files = part_files(out)
+    assert {f.split("/")[0] for f in files} == {"country=c0", "country=c1", "country=c2"}
+    assert all(f.endswith(".zstd.parquet") for f in files)
+    schema = pq.read_schema(os.path.join(out, files[0]))
+    assert schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    # the session's setting is as it was
+    assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96"
+    back = spark.read.parquet(out)
+    assert back.count() == 60 and back.where("country = 'c1'").count() == 20
+    table = read_table(out)
+    assert sorted(table.column("id").to_pylist()) == list(range(60))
+    assert table.column("ts")[0].as_py().tzinfo is not None
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_text_formats(spark, tmp_path, fmt):
+    out = str(tmp_path / "out")
+    sink = eosink.sink("files", path=out, format=fmt, compression="gzip", engine="spark")
+    eosink.write_batch(batch(spark, 0, 50), sink, writer_id="job", version=1)
+    files = part_files(out)
+    assert files and all(f.endswith(f".{fmt}.gz") for f in files)
+    reader = spark.read.schema("id long, country string, ts timestamp")
+    if fmt == "csv":
+        reader = reader.option("header", "true")
+    rows = getattr(reader, fmt)(out).collect()
+    assert sorted(r.id for r in rows) == list(range(50))
+    assert rows[0].ts.replace(tzinfo=None) >= dt.datetime(2023, 11, 14)
+
+
+def test_auto_falls_back_to_arrow_where_spark_cannot_write(spark, tmp_path):
+    df = batch(spark, 0, 10)
+    sized = str(tmp_path / "sized")
+    eosink.write_batch(
+        df, eosink.sink("files", path=sized, row_group_size=4), writer_id="w", version=1
+    )
+    meta = pq.read_metadata(os.path.join(sized, part_files(sized)[0]))
+    assert b"org.apache.spark.version" not in (meta.metadata or {})  # the arrow engine wrote it
+    assert sorted(r.id for r in spark.read.parquet(sized).collect()) == list(range(10))
+
+
+@pytest.mark.parametrize("case", ["memory", "sizes"])
+def test_engine_spark_refuses_what_it_cannot_write(spark, tmp_path, memory_url, case):
+    path = memory_url if case == "memory" else str(tmp_path / "out")
+    extra = {"target_file_size": 1 << 20} if case == "sizes" else {}
+    sink = eosink.sink("files", path=path, engine="spark", **extra)
+    with pytest.raises(ConfigurationError, match="engine='arrow'"):
+        eosink.write_batch(batch(spark, 0, 10), sink, writer_id="w", version=1)
+    assert committed_files(path) == []
