@@ -77,6 +77,14 @@ def test_path_that_is_not_a_delta_table(tmp_path):
         run(DeltaSink(path=str(afile)), 0)
 
 
+def test_a_table_being_created_by_another_writer_is_not_foreign_data(tmp_path):
+    """Another writer's first commit is in flight: its _delta_log exists, no commit yet."""
+    folder = tmp_path / "new"
+    (folder / "_delta_log").mkdir(parents=True)
+    assert run(DeltaSink(path=str(folder)), 0).status == "committed"
+    assert txns(str(folder)) == [("w", 0)]
+
+
 def test_wrong_partition_columns(tmp_path):
     path = str(tmp_path / "t")
     run(DeltaSink(path=path, partition_by=["name"]), 0)

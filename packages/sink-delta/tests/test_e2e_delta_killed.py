@@ -44,6 +44,9 @@ def test_query_killed_mid_batch_and_restarted(tmp_path, door):
             for i in range(ROWS_PER_FILE):
                 f.write(json.dumps({"id": n * 1000 + i, "name": f"r{n}-{i}"}) + "\n")
                 expected.append(n * 1000 + i)
+        # the file source takes files in modification-time order: make it the name order
+        stamp = time.time() - 100 + n
+        os.utime(tmp_path / "in" / f"part-{n}.json", (stamp, stamp))
     (tmp_path / "armed").touch()
     query = start(tmp_path, door)
     deadline = time.monotonic() + 180

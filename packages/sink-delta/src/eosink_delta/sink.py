@@ -102,8 +102,14 @@ class DeltaSink(eosink.Sink):
         if table is None:
             check_not_other_data(self.uri)
             self._check_new_partitions(stream, wanted)
-            DeltaTable.create(self.uri, delta_schema, mode="ignore", partition_by=list(wanted))
-            log.info("delta.table_created", table=self.uri, partition_by=list(wanted))
+            try:
+                DeltaTable.create(self.uri, delta_schema, mode="ignore", partition_by=list(wanted))
+            except Exception:
+                if open_table(self.uri) is None:
+                    raise
+                # another writer created it at the same moment: theirs is checked below
+            else:
+                log.info("delta.table_created", table=self.uri, partition_by=list(wanted))
             table = open_table(self.uri)
             assert table is not None
         check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)

@@ -294,6 +294,7 @@ class SinkConformance:
                 )
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
+                barrier.abort()  # the other attempt must not wait for this one at the gate
 
         threads = [threading.Thread(target=attempt) for _ in range(2)]
         for t in threads:
