@@ -18,10 +18,10 @@ class TestYtStaticConformance(SinkConformance):
         return lambda: read_rows(yt, TABLE)
 
     @pytest.fixture(autouse=True)
-    def _clean_afterwards(self, yt, yt_emulator):
+    def _clean_afterwards(self, yt):
         yield
         assert leftovers(yt) == []
-        assert open_transactions(yt_emulator) == []
+        assert open_transactions(yt) == []
 
 
 class TestYtStaticSortedConformance(TestYtStaticConformance):

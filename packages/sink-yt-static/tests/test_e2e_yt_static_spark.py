@@ -74,13 +74,13 @@ def forget_last_batch(checkpoint):
     return last
 
 
-def check(yt, emulator, expected):
+def check(yt, expected):
     rows = read_rows(yt, TABLE)
     ids = [r["id"] for r in rows]
     assert sorted(ids) == sorted(expected), "duplicates or losses"
     assert ids == sorted(ids), "the keyed table is not sorted"
     assert leftovers(yt) == []
-    assert open_transactions(emulator) == []
+    assert open_transactions(yt) == []
 
 
 def scenario(start, folder, checkpoint, yt, emulator):
@@ -96,7 +96,7 @@ def scenario(start, folder, checkpoint, yt, emulator):
     assert forget_last_batch(checkpoint) == 1
     expected += write_file(folder, 2)
     start().awaitTermination()  # batch 1 replayed again (skipped by the sink), then batch 2
-    check(yt, emulator, expected)
+    check(yt, expected)
 
 
 def test_foreach_batch_front_door(spark, tmp_path, yt, yt_emulator):
@@ -161,4 +161,4 @@ def test_batch_jobs_through_both_front_doors(spark, tmp_path, yt, yt_emulator):
         )
     ids = [r["id"] for r in read_rows(yt, TABLE)]
     assert ids == sorted([1, 3, 5, 9] * 2)
-    assert leftovers(yt) == [] and open_transactions(yt_emulator) == []
+    assert leftovers(yt) == [] and open_transactions(yt) == []

@@ -44,11 +44,11 @@ def run(sink, batch_id: int, plugins=(), runner=None):
     return run_batch(sink, ctx(batch_id), KIT.schema(), runner, plugins=plugins)
 
 
-def assert_clean(yt, batches, copies=1, emulator=None):
+def assert_clean(yt, batches, copies=1):
     held = Counter(KIT.comparable(r) for r in read_rows(yt, TABLE))
     assert held == KIT.expected_rows(batches, copies)
     assert leftovers(yt) == []
-    assert open_transactions(EMU[0]) == []
+    assert open_transactions(yt) == []
 
 
 def top_level(tx) -> bool:
@@ -59,12 +59,8 @@ def top_level(tx) -> bool:
         return False
 
 
-EMU: list = []
-
-
 @pytest.fixture
-def sink(make_sink, yt_emulator):
-    EMU[:] = [yt_emulator]
+def sink(make_sink):
     return lambda **kw: make_sink(**{"client_config": FAST, **kw})
 
 
@@ -337,4 +333,4 @@ def test_part_tx_writers_run_in_parallel(sink, yt, yt_emulator):
     assert len(writes) == 4
     assert writes[-1] - writes[0] < 1.0, "write_table requests were serialized"
     assert len(read_rows(yt, TABLE)) == 200
-    assert leftovers(yt) == [] and open_transactions(yt_emulator) == []
+    assert leftovers(yt) == [] and open_transactions(yt) == []

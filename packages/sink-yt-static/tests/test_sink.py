@@ -119,14 +119,14 @@ def test_key_columns_that_disagree_with_the_table_are_refused(make_sink):
 
 
 # -- cleanup policies --------------------------------------------------------------------------
-def test_append_keeps_rows_sorted_and_all_writers_proofs(make_sink, yt, yt_emulator):
+def test_append_keeps_rows_sorted_and_all_writers_proofs(make_sink, yt):
     run(make_sink(key_columns=("id",)), 0, batch([5, 1]), batch([3]), writer="a")
     run(make_sink(), 0, batch([4, 2]), writer="b")
     run(make_sink(), 1, batch([0]), writer="a")
     assert [r["id"] for r in read_rows(yt, TABLE)] == [0, 1, 2, 3, 4, 5]
     assert yt.get(f"{TABLE}/@sorted_by") == ["id"]
     assert set(yt.get(f"{TABLE}/@{PROOFS_ATTR}")) == {"a", "b"}
-    assert leftovers(yt) == [] and open_transactions(yt_emulator) == []
+    assert leftovers(yt) == [] and open_transactions(yt) == []
 
 
 def test_truncate_replaces_rows_keeps_the_table(make_sink, yt):

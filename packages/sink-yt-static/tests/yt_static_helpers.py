@@ -20,8 +20,7 @@ def leftovers(yt: Any, directory: str = "//home/eosink") -> list[str]:
     return [str(n) for n in yt.list(directory) if any(s in str(n) for s in STAGING_SUFFIXES)]
 
 
-def open_transactions(emulator: Any) -> list[str]:
-    """Active transactions of the emulated cluster (its state: the emulator has no
-    //sys/transactions)."""
-    with emulator.state.lock:
-        return list(emulator.state.txm.active_ids())
+def open_transactions(yt: Any) -> list[str]:
+    """Master transactions still alive on the cluster, nested ones included (YT lists every
+    one of them under //sys/transactions; committed, aborted and expired ones are gone)."""
+    return sorted(str(tx) for tx in yt.list("//sys/transactions"))

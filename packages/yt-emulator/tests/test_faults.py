@@ -7,6 +7,22 @@ import yt.wrapper as yw
 from yt.wrapper import YtResponseError
 
 
+def mounted_table(yt, value_type: str) -> None:
+    """A mounted sorted dynamic table ``//tmp/d``: key ``k`` int64, value ``v``."""
+    yt.create(
+        "table",
+        "//tmp/d",
+        attributes={
+            "dynamic": True,
+            "schema": [
+                {"name": "k", "type": "int64", "sort_order": "ascending"},
+                {"name": "v", "type": value_type},
+            ],
+        },
+    )
+    yt.mount_table("//tmp/d", sync=True)
+
+
 def statuses(emu, command):
     return [e["status"] for e in emu.requests.of(command)]
 
@@ -130,18 +146,7 @@ def test_write_table_503_is_retried_by_the_client(yt_emulator):
 
 def test_insert_rows_faults(yt_emulator):
     yt = yt_emulator.client()
-    yt.create(
-        "table",
-        "//tmp/d",
-        attributes={
-            "dynamic": True,
-            "schema": [
-                {"name": "k", "type": "int64", "sort_order": "ascending"},
-                {"name": "v", "type": "int64"},
-            ],
-        },
-    )
-    yt.mount_table("//tmp/d", sync=True)
+    mounted_table(yt, "int64")
     # outside a transaction the client retries insert_rows
     yt_emulator.faults.lose_reply("insert_rows")
     yt.insert_rows("//tmp/d", [{"k": 1, "v": 1}])
@@ -175,3 +180,95 @@ def test_request_log(yt_emulator):
     sets = log.of("set")
     assert sets[0]["transaction_id"] == tx.transaction_id and sets[0]["method"] == "PUT"
     assert all(e["duration"] >= 0 for e in log)
+
+
+# -- on_next: test code between "request received" and "command applied" -------------------
+
+
+def test_on_next_runs_the_callback_before_the_command_outside_the_locks(yt_emulator):
+    yt = yt_emulator.client()
+    other = yt_emulator.client()
+    yt.set("//tmp/x", 1)
+    calls = []
+
+    def change_it_first():
+        # A request of its own to the same emulator: it would deadlock under the state lock.
+        calls.append(other.get("//tmp/x"))
+        other.set("//tmp/x", 2)
+
+    yt_emulator.faults.on_next("get", change_it_first, match={"path": "//tmp/x"})
+    assert yt_emulator.faults.pending()[0]["kind"] == "callback"
+    assert yt.get("//tmp/@type") == "map_node"  # not matched: no call
+    assert calls == []
+    assert yt.get("//tmp/x") == 2  # the command ran after the callback
+    assert calls == [1]
+    assert yt.get("//tmp/x") == 2 and calls == [1]  # only the next call
+    assert yt_emulator.faults.pending() == []
+    hooked = [e for e in yt_emulator.requests.of("get") if e["fault"] == "before/callback"]
+    assert len(hooked) == 1 and hooked[0]["status"] == 200
+
+
+def test_on_next_times_and_a_callable_match(yt_emulator):
+    yt = yt_emulator.client()
+    calls = []
+    yt_emulator.faults.on_next(
+        "create",
+        lambda: calls.append(len(calls)),
+        match=lambda params: str(params.get("path")).startswith("//tmp/hooked"),
+        times=2,
+    )
+    for name in ("plain", "hooked1", "hooked2", "hooked3"):
+        yt.create("map_node", "//tmp/" + name)
+    assert calls == [0, 1]
+    assert sorted(yt.list("//tmp")) == ["hooked1", "hooked2", "hooked3", "plain"]
+
+
+def test_on_next_with_a_failing_callback_fails_the_request_unapplied(yt_emulator):
+    yt = yt_emulator.client()
+
+    def boom():
+        raise RuntimeError("callback exploded")
+
+    yt_emulator.faults.on_next("create", boom)
+    with pytest.raises(YtResponseError) as e:
+        yt.create("map_node", "//tmp/a")
+    assert "callback exploded" in str(e.value)
+    assert not yt.exists("//tmp/a")
+    yt.create("map_node", "//tmp/a")
+
+
+def test_on_next_provokes_a_real_tablet_transaction_conflict(yt_emulator):
+    """A competing tablet transaction commits the same key while ours is open: our commit
+    meets a genuine write-write conflict (1700), and our transaction is gone."""
+    yt = yt_emulator.client()
+    rival = yt_emulator.client()
+    mounted_table(yt, "string")
+
+    def compete():
+        with rival.Transaction(type="tablet"):
+            rival.insert_rows("//tmp/d", [{"k": 1, "v": "rival"}])
+
+    with pytest.raises(YtResponseError) as e:
+        with yt.Transaction(type="tablet", ping=False) as tx:
+            yt.insert_rows("//tmp/d", [{"k": 1, "v": "mine"}, {"k": 2, "v": "mine"}])
+            yt_emulator.faults.on_next(
+                "commit_transaction", compete, match={"transaction_id": tx.transaction_id}
+            )
+    assert e.value.is_tablet_transaction_lock_conflict()
+    assert yt_emulator.faults.pending() == []
+    commits = yt_emulator.requests.of("commit_transaction")
+    mine = [c for c in commits if c["transaction_id"] == tx.transaction_id]
+    assert [(c["status"], c["error_code"]) for c in mine] == [(400, 1700)]
+    # nothing of ours was applied; the rival's row stands
+    assert list(yt.select_rows("k, v from [//tmp/d]")) == [{"k": 1, "v": "rival"}]
+    # redoing the unit in a new transaction (a later start timestamp) succeeds
+    with yt.Transaction(type="tablet", ping=False):
+        yt.insert_rows("//tmp/d", [{"k": 1, "v": "mine"}, {"k": 2, "v": "mine"}])
+    assert [r["v"] for r in yt.select_rows("v from [//tmp/d]")] == ["mine", "mine"]
+
+
+def test_on_next_is_in_process_only():
+    from eosink_yt_emulator import RemoteFaults
+
+    with pytest.raises(NotImplementedError):
+        RemoteFaults("http://127.0.0.1:9").on_next("get", lambda: None)

@@ -74,6 +74,14 @@ def scenario():
             with yt_.Transaction():
                 yt_.set(base + "/@done", True)
             assert bool(yt_.get(base + "/@done"))  # YsonBoolean with the pure-Python YSON
+            # //sys/transactions lists the live master transactions
+            with yt_.Transaction(attributes={"title": "listed"}) as tx:
+                listed = yt_.list("//sys/transactions", attributes=["title"])
+                assert [str(k) for k in listed] == [tx.transaction_id], listed
+                assert listed[0].attributes == {"title": "listed"}, listed
+                titled = yt_.get("//sys/transactions", attributes=["title"])
+                assert titled[tx.transaction_id].attributes == {"title": "listed"}, titled
+            assert list(yt_.list("//sys/transactions")) == []
             # ordered tables
             yt_.create(
                 "table",

@@ -141,6 +141,8 @@ def test_concurrent_clients_keep_state_consistent(yt_emulator):
         "stress: %d requests, %d log rows, %d increments, %d queued, %d nodes"
         % (len(emu.requests), len(log_ids), sum(increments), len(queued), len(committed_nodes))
     )
+    assert list(admin.list("//sys/transactions")) == []
     with emu.state.lock:
-        # every transaction was committed or aborted (failed tablet commits abort the transaction)
+        # every transaction was committed or aborted (failed tablet commits abort the transaction);
+        # tablet transactions are not master objects, so only the state can show them
         assert emu.state.txm.active_ids() == []

@@ -11,10 +11,25 @@ and the shared notes on what the real client sends: ``get`` with
 from __future__ import annotations
 
 import copy as copymod
+from typing import Any
 
-from .cypress import READ_ONLY_ATTRS, VALUE_TYPES, SCALAR_TYPES, REMOVED
+from .cypress import (
+    READ_ONLY_ATTRS,
+    VALUE_TYPES,
+    SCALAR_TYPES,
+    REMOVED,
+    VIRTUAL_MAP_TYPES,
+    Node,
+    parse_ypath,
+)
 from .dynamic import DynTable
-from .errors import YtError, RESOLVE_ERROR, ALREADY_EXISTS
+from .errors import (
+    YtError,
+    RESOLVE_ERROR,
+    ALREADY_EXISTS,
+    NO_SUCH_METHOD,
+    not_supported_by_virtual_node,
+)
 from .schema import Schema
 from .tables import table_schema, row_count
 from .yson import Attributed, ENTITY, Uint64, unwrap
@@ -100,6 +115,13 @@ def _set_in(value, keys, new, text, remove=False):
     return Attributed(root, attrs) if attrs else root
 
 
+# The commands that read virtual map nodes (``//sys/transactions``); every other command that
+# names a virtual node or something below it is refused (see ``_refuse_virtual_targets``).
+VIRTUAL_READS = ("get", "list", "exists")
+# Parameters of the other commands that name Cypress paths.
+PATH_PARAMS = ("path", "source_path", "destination_path")
+
+
 class Commands:
     def __init__(self, state):
         self.state = state
@@ -159,6 +181,7 @@ class Commands:
             raise YtError(
                 "Command %r is not supported by the emulator" % command, 1, {"command": command}
             )
+        self._refuse_virtual_targets(command, params)
         self.cypress.begin()
         try:
             result = h(params, input_data)
@@ -173,6 +196,70 @@ class Commands:
         if tx is not None:
             self.txm.get_master(tx)
         return tx
+
+    def _refuse_virtual_targets(self, command: str, params: dict[str, Any]) -> None:
+        """Virtual maps are views of live state, read-only: a command other than a read that
+        names one of them (or a path below one) fails before it touches anything."""
+        if command in VIRTUAL_READS or command == "execute_batch":
+            return  # a batch runs each of its requests through ``run``
+        paths = [params[k] for k in PATH_PARAMS if params.get(k) is not None]
+        source_paths = params.get("source_paths")
+        if isinstance(source_paths, list):
+            paths += source_paths
+        if not paths:
+            return
+        tx = self.txm.normalize(params.get("transaction_id"))
+        if self.txm.find_master(tx) is None:
+            tx = None  # tablet or unknown transactions: the command reports them itself
+        for path in paths:
+            try:
+                node, _, _, text = self.cypress.resolve(path, tx, missing_ok=True, virtual_ok=True)
+            except YtError:
+                continue  # the command reports its own resolve error
+            if node.type in VIRTUAL_MAP_TYPES:
+                raise not_supported_by_virtual_node(self.cypress.path_of(node, tx), text)
+
+    # ================================================================ virtual map nodes
+    #
+    # ``//sys/transactions`` lists every active master transaction, nested ones included,
+    # ``//sys/topmost_transactions`` those without a parent ("A list of all system
+    # transactions can be found in Cypress at //sys/transactions ... topmost transactions
+    # is available at //sys/topmost_transactions",
+    # https://ytsaurus.tech/docs/en/user-guide/storage/transactions).  Tablet transactions
+    # are not master objects (https://ytsaurus.tech/docs/en/user-guide/dynamic-tables/
+    # transactions: "Transactions are divided into master transactions and tablet
+    # transactions") and are not listed.  Keys are transaction ids; an item is the
+    # transaction object, the same as ``#<id>``: its value is an entity, its attributes
+    # are the transaction's.  Committed, aborted and expired transactions disappear at once
+    # (expired ones are reaped before every command).
+
+    def _virtual_children(self, node: Node) -> dict[str, dict[str, Any]]:
+        """The live children of a virtual map node: ``{key: attributes}``."""
+        out = {}
+        for tx_id in sorted(self.txm.txs):
+            t = self.txm.txs[tx_id]
+            if t.kind != "master" or t.state != "active":
+                continue
+            if node.type == "topmost_transaction_map" and t.parent is not None:
+                continue
+            out[tx_id] = t.describe(self.state)
+        return out
+
+    def _virtual_child(
+        self, node: Node, rest: list[str], tx: str | None, text: str
+    ) -> dict[str, Any]:
+        """Attributes of the child ``rest[0]`` of a virtual map node; nothing lies deeper."""
+        children = self._virtual_children(node)
+        key = rest[0]
+        if key not in children:
+            raise YtError(
+                "Node %s has no child with key %r" % (self.cypress.path_of(node, tx), key),
+                RESOLVE_ERROR,
+                {"path": text},
+            )
+        if len(rest) > 1:
+            raise YtError("Object %s cannot have children" % key, RESOLVE_ERROR, {"path": text})
+        return children[key]
 
     # ================================================================ attributes
 
@@ -204,6 +291,8 @@ class Commands:
             a["key"] = getattr(node, "key", "")
         if node.type == "map_node":
             a["count"] = len(st.children)
+        if node.type in VIRTUAL_MAP_TYPES:
+            a["count"] = len(self._virtual_children(node))
         if node.type in VALUE_TYPES:
             pass
         if node.type == "table":
@@ -293,6 +382,27 @@ class Commands:
             return Attributed(value, picked) if picked else value
         return value
 
+    def _object_read(
+        self,
+        attrs: dict[str, Any],
+        attr_path: list[str] | None,
+        attributes: list[str] | None,
+        text: str,
+    ) -> Any:
+        """``get`` of a non-node object given its attributes: the object itself is an
+        entity (carrying the requested ``attributes``), ``/@`` all attributes, ``/@a/b`` a
+        part of one."""
+        if attr_path is None:
+            picked = {k: attrs[k] for k in attributes or [] if k in attrs}
+            return Attributed(ENTITY, picked) if picked else ENTITY
+        if attr_path == []:
+            if attributes:
+                return {k: attrs[k] for k in attributes if k in attrs}
+            return attrs
+        if attr_path[0] not in attrs:
+            raise YtError("Attribute %r is not found" % attr_path[0], RESOLVE_ERROR, {"path": text})
+        return _navigate(attrs[attr_path[0]], attr_path[1:], text)
+
     def _object(self, path):
         """Non-node objects addressed by ``#id``: transactions, locks, operations."""
         root = _s(path)
@@ -320,23 +430,19 @@ class Commands:
         attributes = params.get("attributes")
         obj = self._object(path)
         if obj is not None:
-            from .cypress import parse_ypath
-
             _, keys, attr_path = parse_ypath(path)
-            if attr_path is None:
-                value = ENTITY
-            elif attr_path == []:
-                value = obj
-            else:
-                if attr_path[0] not in obj:
-                    raise YtError(
-                        "Attribute %r is not found" % attr_path[0],
-                        RESOLVE_ERROR,
-                        {"path": _s(path)},
-                    )
-                value = _navigate(obj[attr_path[0]], attr_path[1:], _s(path))
+            if keys:
+                raise YtError("Object cannot have children", RESOLVE_ERROR, {"path": _s(path)})
+            return self._wrap_value(params, self._object_read(obj, attr_path, attributes, _s(path)))
+        node, rest, attr_path, text = self.cypress.resolve(path, tx, virtual_ok=True)
+        if node.type in VIRTUAL_MAP_TYPES and rest:
+            obj = self._virtual_child(node, rest, tx, text)
+            return self._wrap_value(params, self._object_read(obj, attr_path, attributes, text))
+        if node.type in VIRTUAL_MAP_TYPES and attr_path is None:
+            value = {}
+            for key, obj in self._virtual_children(node).items():
+                value[key] = self._object_read(obj, None, attributes, text)
             return self._wrap_value(params, value)
-        node, rest, attr_path, text = self.cypress.resolve(path, tx)
         if rest:
             st = self.cypress.view(node, tx)
             value = _navigate(st.value, rest, text)
@@ -369,15 +475,25 @@ class Commands:
         tx = self.tx(params)
         path = params["path"]
         obj = self._object(path)
-        if obj is not None:
-            return {"value": True}
         try:
-            node, rest, attr_path, text = self.cypress.resolve(path, tx, missing_ok=True)
+            if obj is not None:
+                _, keys, attr_path = parse_ypath(path)
+                if keys:
+                    return {"value": False}
+                self._object_read(obj, attr_path, None, _s(path))
+                return {"value": True}
+            node, rest, attr_path, text = self.cypress.resolve(
+                path, tx, missing_ok=True, virtual_ok=True
+            )
         except YtError as e:
             if e.code == RESOLVE_ERROR:
                 return {"value": False}
             raise
         try:
+            if node.type in VIRTUAL_MAP_TYPES and rest:
+                obj = self._virtual_child(node, rest, tx, text)
+                self._object_read(obj, attr_path, None, text)
+                return {"value": True}
             if rest:
                 if node.type not in VALUE_TYPES:
                     return {"value": False}
@@ -400,8 +516,12 @@ class Commands:
 
     def list(self, params, _):
         tx = self.tx(params)
-        node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
+        node, rest, attr_path, text = self.cypress.resolve(params["path"], tx, virtual_ok=True)
         attributes = params.get("attributes")
+        if node.type in VIRTUAL_MAP_TYPES and (rest or attr_path is None):
+            return self._wrap_value(
+                params, self._list_virtual(node, rest, attr_path, attributes, tx, text)
+            )
         if attr_path is not None:
             allattrs = self.all_attributes(node, tx)
             if attr_path == []:
@@ -432,6 +552,35 @@ class Commands:
             else:
                 out.append(k)
         return self._wrap_value(params, out)
+
+    def _list_virtual(
+        self,
+        node: Node,
+        rest: list[str],
+        attr_path: list[str] | None,
+        attributes: list[str] | None,
+        tx: str | None,
+        text: str,
+    ) -> list[Any]:
+        """``list`` of a virtual map node (its keys) or of the attributes of one of its
+        children; a child itself (a transaction object) is not a map node."""
+        if rest:
+            obj = self._virtual_child(node, rest, tx, text)
+            if attr_path is None:
+                raise YtError(
+                    "Method list is not supported by object %s" % rest[0],
+                    NO_SUCH_METHOD,
+                    {"path": text},
+                )
+            value = unwrap(self._object_read(obj, attr_path, None, text))[0]
+            if not isinstance(value, dict):
+                raise YtError("Cannot list %s" % text, 1, {"path": text})
+            return sorted(value)
+        out = []
+        for key, obj in self._virtual_children(node).items():
+            picked = {a: obj[a] for a in attributes or [] if a in obj}
+            out.append(Attributed(key, picked) if picked else key)
+        return out
 
     def _ensure_parent(self, node, rest, tx, recursive, text):
         """Create the missing intermediate map nodes; returns (parent, final_key)."""

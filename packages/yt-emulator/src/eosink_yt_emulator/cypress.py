@@ -26,7 +26,12 @@ import copy
 
 from . import common
 from .common import new_id, now_iso
-from .errors import YtError, RESOLVE_ERROR, CONCURRENT_TRANSACTION_LOCK_CONFLICT
+from .errors import (
+    YtError,
+    RESOLVE_ERROR,
+    CONCURRENT_TRANSACTION_LOCK_CONFLICT,
+    not_supported_by_virtual_node,
+)
 from .yson import Uint64, unwrap
 
 REMOVED = object()
@@ -76,6 +81,16 @@ READ_ONLY_ATTRS = {
 
 SCALAR_TYPES = ("string_node", "int64_node", "uint64_node", "double_node", "boolean_node")
 VALUE_TYPES = SCALAR_TYPES + ("list_node", "document")
+
+# Virtual map nodes: their children are not stored but computed from live state (see
+# ``Commands``).  "A list of all system transactions can be found in Cypress at
+# //sys/transactions ... A list of all topmost transactions is available at
+# //sys/topmost_transactions" (https://ytsaurus.tech/docs/en/user-guide/storage/transactions).
+VIRTUAL_MAP_TYPES = ("transaction_map", "topmost_transaction_map")
+VIRTUAL_MAPS = (
+    ("transactions", "transaction_map"),
+    ("topmost_transactions", "topmost_transaction_map"),
+)
 
 
 class NodeState:
@@ -327,11 +342,14 @@ class Cypress:
         root = Node("map_node")
         self.root_id = root.id
         self.nodes[root.id] = root
-        for key in ("tmp", "home", "sys"):
+        for key in ("tmp", "home"):
             self._bootstrap_child(root, key)
+        sys_node = self._bootstrap_child(root, "sys")
+        for key, node_type in VIRTUAL_MAPS:
+            self._bootstrap_child(sys_node, key, node_type)
 
-    def _bootstrap_child(self, parent, key):
-        n = Node("map_node")
+    def _bootstrap_child(self, parent, key, node_type="map_node"):
+        n = Node(node_type)
         n.parent_id = parent.id
         n.key = key
         self.nodes[n.id] = n
@@ -497,12 +515,14 @@ class Cypress:
     def get_node(self, node_id):
         return self.nodes.get(node_id)
 
-    def resolve(self, path, tx, missing_ok=False):
+    def resolve(self, path, tx, missing_ok: bool = False, virtual_ok: bool = False):
         """Resolve ``path`` in ``tx``.
 
         Returns ``(node, unresolved_keys, attr_path, text)`` where ``node`` is the
         deepest existing node on the path.  If ``missing_ok`` is false and some
-        keys are unresolved, a resolve error is raised.
+        keys are unresolved, a resolve error is raised.  Keys below a virtual map
+        node are left unresolved for the caller (``virtual_ok``: only the reads that
+        understand virtual maps ask for that; everybody else gets an error).
         """
         root, keys, attr_path = parse_ypath(path)
         text = unwrap(path)[0]
@@ -518,6 +538,10 @@ class Cypress:
             if node.type != "map_node":
                 if node.type in VALUE_TYPES:
                     break  # navigation inside the value
+                if node.type in VIRTUAL_MAP_TYPES:
+                    if virtual_ok:
+                        break  # the children are computed by the caller
+                    raise not_supported_by_virtual_node(self.path_of(node, tx), text)
                 raise YtError(
                     "Node %s cannot have children" % self.path_of(node, tx),
                     RESOLVE_ERROR,
@@ -529,7 +553,8 @@ class Cypress:
             node = self.nodes[child_id]
             i += 1
         rest = keys[i:]
-        if rest and not missing_ok and node.type not in VALUE_TYPES:
+        computed = node.type in VALUE_TYPES or node.type in VIRTUAL_MAP_TYPES
+        if rest and not missing_ok and not computed:
             raise YtError(
                 "Node %s has no child with key %r" % (self.path_of(node, tx), rest[0]),
                 RESOLVE_ERROR,
@@ -839,6 +864,9 @@ class Cypress:
                 n.dead = True
 
     def _check_removable(self, node, tx):
+        if node.type in VIRTUAL_MAP_TYPES:
+            # Built-in system nodes cannot be removed (nor anything containing them).
+            raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))
         if node.dyn is not None and node.dyn.any_not_unmounted():
             raise YtError(
                 'Cannot remove table %s since not all of its tablets are in "unmounted" state'
@@ -889,6 +917,8 @@ class Cypress:
 
     def clone(self, node, tx, dst_tx):
         """Deep copy of a subtree as new nodes (new ids), as ``copy``/``move`` do."""
+        if node.type in VIRTUAL_MAP_TYPES:
+            raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))
         st = self.view(node, tx)
         new = self.new_node(node.type, dst_tx)
         chunks = list(st.chunks)

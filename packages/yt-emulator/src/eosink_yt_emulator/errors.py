@@ -21,6 +21,7 @@ SORT_ORDER_VIOLATION = 301
 UNIQUE_KEY_VIOLATION = 306
 SCHEMA_VIOLATION = 307
 INCOMPATIBLE_SCHEMAS = 314
+NO_SUCH_METHOD = 103
 CONCURRENT_TRANSACTION_LOCK_CONFLICT = 402
 RESOLVE_ERROR = 500
 ALREADY_EXISTS = 501
@@ -72,3 +73,20 @@ def resolve_error(path, message=None):
 
 def no_such_transaction(tx_id):
     return YtError("No such transaction %s" % tx_id, NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
+
+
+def not_supported_by_virtual_node(node_path: str, path: str) -> YtError:
+    """A command a virtual map node (``//sys/transactions``) does not serve.
+
+    YT's YPath services reject a verb they do not implement with the RPC error
+    ``NoSuchMethod`` (103, "Method ... is not supported"; ``ThrowMethodNotSupported`` in
+    ytsaurus ``yt/yt/core/ytree/exception_helpers.cpp``).  Which verbs real YT serves below
+    a transaction (it lets ``@timeout`` and custom attributes be set, for one) is only partly
+    known, so the emulator serves reads only and refuses every write (README, gaps).
+    """
+    return YtError(
+        "Method is not supported: %s is a virtual node; only get, list and exists are served"
+        % node_path,
+        NO_SUCH_METHOD,
+        {"path": path},
+    )

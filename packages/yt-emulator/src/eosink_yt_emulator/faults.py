@@ -13,6 +13,13 @@ Fault kinds, and what the real client sees:
   state lock).
 * ``expire_transaction(tx_id)``: the transaction is aborted now, exactly as its
   timeout would abort it (children included).
+* ``on_next(command, callback)``: the next request of ``command`` first calls
+  ``callback()`` and then proceeds normally.  The callback runs in the request's thread
+  after the request was received and parsed, before the command is applied (and before
+  the response keeper sees it), holding none of the emulator's locks, so it may itself
+  send requests to the same emulator, e.g. commit a competing tablet transaction so
+  that the intercepted ``commit_transaction`` meets a real write-write conflict.  If
+  the callback raises, the request is answered with that error and not applied.
 
 ``when="before"`` faults fire before the command touches the state; ``when="after"``
 faults fire after it was applied (and its response stored for mutations).
@@ -22,8 +29,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 KINDS = ("error", "503", "lost_reply")
+# Kinds that do not answer the request themselves: the request goes on after them (a delay
+# and a callback may both fire for one request, before at most one answering fault).
+PASS_THROUGH_KINDS = ("delay", "callback")
 
 
 class FaultRule:
@@ -37,11 +49,16 @@ class FaultRule:
         message=None,
         match=None,
         seconds=0.0,
+        callback=None,
     ):
         if when not in ("before", "after"):
             raise ValueError("when must be 'before' or 'after'")
-        if kind not in KINDS + ("delay",):
-            raise ValueError("kind must be one of %s" % (KINDS + ("delay",),))
+        if kind not in KINDS + PASS_THROUGH_KINDS:
+            raise ValueError("kind must be one of %s" % (KINDS + PASS_THROUGH_KINDS,))
+        if (kind == "callback") != (callback is not None):
+            raise ValueError("a callback goes with kind 'callback' only, and it needs one")
+        if callback is not None and not callable(callback):
+            raise ValueError("callback must be callable")
         self.command = command
         self.when = when
         self.kind = kind
@@ -50,6 +67,7 @@ class FaultRule:
         self.message = message or "Injected fault for command %r" % command
         self.match = match
         self.seconds = float(seconds)
+        self.callback = callback
         self.fired = 0
 
     def matches(self, command, params):
@@ -78,6 +96,7 @@ class FaultRule:
             "seconds": self.seconds,
             "fired": self.fired,
             "match": None if callable(self.match) else self.match,
+            "callback": None if self.callback is None else repr(self.callback),
         }
 
 
@@ -121,6 +140,28 @@ class Faults:
             self._rules.append(rule)
         return rule
 
+    def on_next(
+        self,
+        command: str,
+        callback: Callable[[], object],
+        match: dict[str, Any] | Callable[[dict[str, Any]], bool] | None = None,
+        times: int | None = 1,
+    ) -> FaultRule:
+        """Call ``callback()`` when the next ``times`` calls of ``command`` arrive, before each
+        is applied; then the call proceeds normally (``times=None``: every call).
+
+        The callback holds no emulator lock, so it may use a client of this emulator (a
+        competing write, a read of the state the command is about to change).  With
+        ``times=None`` give a ``match`` that excludes the callback's own requests, or it
+        calls itself.  A callback that raises fails the request (a YT error naming the
+        exception; the command is not applied).  In-process only: a callable does not
+        cross the control endpoint.
+        """
+        rule = FaultRule(command, "before", "callback", times, match=match, callback=callback)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
     def expire_transaction(self, tx_id):
         """Abort ``tx_id`` as if its timeout had expired."""
         state = self._emulator.state
@@ -150,7 +191,7 @@ class Faults:
                     rule.times -= 1
                 rule.fired += 1
                 fired.append(rule)
-                if rule.kind != "delay":
+                if rule.kind not in PASS_THROUGH_KINDS:
                     break
             self._rules = [r for r in self._rules if r.times is None or r.times > 0]
         return fired

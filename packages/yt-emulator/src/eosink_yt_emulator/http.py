@@ -33,6 +33,7 @@ from http.server import BaseHTTPRequestHandler
 from . import yson
 from .commands import Tabular, Binary
 from .errors import YtError
+from .faults import FaultRule
 from .formats import Format
 from .yson import unwrap
 
@@ -268,11 +269,14 @@ class ProxyHandler(BaseHTTPRequestHandler):
             elif desc["input_type"] == "binary":
                 input_data = raw
 
-            # ---- faults before applying
+            # ---- faults before applying (this thread holds no emulator lock here)
             for rule in emu.faults.take(command, "before", params):
                 entry["fault"] = "%s/%s" % (rule.when, rule.kind)
                 if rule.kind == "delay":
                     time.sleep(rule.seconds)
+                    continue
+                if rule.kind == "callback":
+                    self._run_callback(rule, command)
                     continue
                 if rule.kind == "lost_reply":
                     entry["status"] = "dropped"
@@ -368,6 +372,18 @@ class ProxyHandler(BaseHTTPRequestHandler):
             headers["X-YT-Framing"] = "1"
             entry["framed"] = True
         self._send(status, body, headers, ctype)
+
+    def _run_callback(self, rule: FaultRule, command: str) -> None:
+        """Run an ``on_next`` callback; its failure fails the request, which is not applied."""
+        try:
+            rule.callback()
+        except Exception as exc:
+            raise YtError(
+                "Callback injected before command %r failed: %s: %s"
+                % (command, type(exc).__name__, exc),
+                1,
+                {"injected": True, "traceback": traceback.format_exc()},
+            )
 
     def _parse_params(self, data, fmt):
         data = data.strip()

@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from typing import Any
 from http.server import ThreadingHTTPServer
 
 from .faults import Faults, RequestLog
@@ -236,6 +238,19 @@ class RemoteFaults:
 
     def expire_transaction(self, tx_id):
         return self._post("expire_transaction", tx_id=tx_id)
+
+    def on_next(
+        self,
+        command: str,
+        callback: Callable[[], object],
+        match: dict[str, Any] | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """Not available out of process: the callback is test code that has to run inside
+        the emulator's process; use an in-process ``YtEmulator`` for it."""
+        raise NotImplementedError(
+            "on_next needs an in-process YtEmulator: a callback cannot cross the control endpoint"
+        )
 
     def clear(self):
         return self._post("clear")

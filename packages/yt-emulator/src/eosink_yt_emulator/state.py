@@ -1,7 +1,7 @@
 """The emulator's state: one object behind one lock.
 
 A single re-entrant lock serializes every command (simple, correct, deadlock-free);
-only fault-injected delays and network I/O happen outside it.
+only fault-injected delays, ``on_next`` callbacks and network I/O happen outside it.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ class MasterTransaction:
         self.touched = set()
         self.locks = []  # (node_id, lock_id)
         self.state = "active"
+        self.prerequisites = []
 
     def expired(self, now):
         if self.deadline is not None and now > self.deadline:
@@ -50,6 +51,14 @@ class MasterTransaction:
         return self.timeout_ms is not None and (now - self.last_ping) * 1000.0 > self.timeout_ms
 
     def describe(self, state):
+        """The transaction's attributes, as ``#<id>/@`` and ``//sys/transactions/<id>/@`` show
+        them (names and presence as in ytsaurus ``transaction_proxy.cpp``: ``title`` and
+        ``deadline`` only when set)."""
+        depth = 0
+        cur = self.parent
+        while cur is not None and cur in state.txm.txs:
+            depth += 1
+            cur = state.txm.txs[cur].parent
         attrs = {
             "id": self.id,
             "type": "nested_transaction" if self.parent else "transaction",
@@ -66,7 +75,11 @@ class MasterTransaction:
             "staged_object_ids": [],
             "state": self.state,
             "owner": "root",
+            "depth": depth,
+            "prerequisite_transaction_ids": list(self.prerequisites),
         }
+        if self.deadline is not None:
+            attrs["deadline"] = now_iso(self.deadline)
         for k, v in self.attributes.items():
             attrs.setdefault(k, v)
         return attrs
@@ -202,6 +215,7 @@ class TransactionManager:
                         {"prerequisite_transaction_id": pre},
                     )
             t = MasterTransaction(parent, timeout, attributes)
+            t.prerequisites = [str(p) for p in params.get("prerequisite_transaction_ids") or []]
             if parent is not None:
                 self.txs[parent].children.add(t.id)
         else:
