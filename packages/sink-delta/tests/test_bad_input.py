@@ -147,3 +147,8 @@ def test_bad_options():
         DeltaSink.from_options({"path": "/tmp/x", "partitionColumns": "a"})
     with pytest.raises(ConfigurationError, match="option path is empty"):
         DeltaSink(path="")
+
+
+def test_unknown_file_writer(tmp_path):
+    with pytest.raises(ConfigurationError, match="file_writer 'jvm' is unknown"):
+        DeltaSink(path=str(tmp_path / "t"), file_writer="jvm")

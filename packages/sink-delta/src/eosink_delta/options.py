@@ -12,6 +12,7 @@ from eosink.options import names
 
 Engine = Literal["delta-rs", "delta-spark", "auto"]
 ENGINES = ("delta-rs", "delta-spark", "auto")
+FILE_WRITERS = ("auto", "spark", "arrow")
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")
 
 
@@ -42,7 +43,12 @@ class DeltaOptions:
     (Delta's ``mergeSchema``); without it a schema difference is an error. ``engine``:
     ``delta-rs`` (default), ``delta-spark`` (Delta's own Spark writer, when its jars are on the
     classpath) or ``auto``. ``compression``, ``row_group_rows`` and ``stats`` shape the Parquet
-    files the executors write.
+    files the executors write. ``file_writer``: who writes the data files of the delta-rs
+    engine where the batch is a DataFrame (``foreachBatch``, ``write_batch``): ``spark``
+    (Spark's own Parquet writer, the fastest; a local or shared path, classic Spark, partition
+    columns that are strings, integers, dates or booleans), ``arrow`` (the executors write Arrow
+    batches with pyarrow; any store) or ``auto`` (default: ``spark`` where it can). The
+    data-source front door always uses ``arrow``.
     """
 
     path: str = attrs.field(converter=table_uri)
@@ -52,11 +58,17 @@ class DeltaOptions:
     compression: str = "snappy"
     row_group_rows: int = 1_000_000
     stats: bool = True
+    file_writer: str = attrs.field(default="auto", converter=lambda v: str(v).strip().lower())
 
     def __attrs_post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigurationError(
                 f"sink 'delta': engine {self.engine!r} is unknown; use one of {', '.join(ENGINES)}"
+            )
+        if self.file_writer not in FILE_WRITERS:
+            raise ConfigurationError(
+                f"sink 'delta': file_writer {self.file_writer!r} is unknown; use one of "
+                f"{', '.join(FILE_WRITERS)}"
             )
         if self.compression.lower() not in COMPRESSIONS:
             raise ConfigurationError(

@@ -104,12 +104,16 @@ class WritePlan:
             columns.append(column)
         for name in self.not_null:
             if name in batch.schema.names and batch.column(name).null_count:
-                raise ConfigurationError(
-                    f"sink 'delta': column {name!r} is NOT NULL in the table but the batch holds "
-                    "nulls; filter or fill them in the query (e.g. coalesce), or write to a table "
-                    "whose column is nullable"
-                )
+                raise not_null_error(name)
         return pa.RecordBatch.from_arrays(columns, schema=self.data_schema)
+
+
+def not_null_error(name: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"sink 'delta': column {name!r} is NOT NULL in the table but the batch holds "
+        "nulls; filter or fill them in the query (e.g. coalesce), or write to a table "
+        "whose column is nullable"
+    )
 
 
 def describe(fields: dict[str, dict[str, Any]]) -> str:

@@ -3,7 +3,9 @@
 * ``init`` (driver) creates the table on the first write and checks the stream against it:
   schema, partition columns, table features; with ``merge_schema`` it adds new columns.
 * ``write`` (executors) writes Parquet files straight into the table folder under names unique
-  to the attempt; readers do not see them: they are not in the Delta log.
+  to the attempt; readers do not see them: they are not in the Delta log. Where the batch is a
+  DataFrame, ``write_dataframe`` lets Spark's own Parquet writer write them instead
+  (:mod:`eosink_delta.spark_files`).
 * ``commit`` (driver) reads a fresh snapshot, refuses if this writer's txn already covers the
   batch (``AlreadyCommitted``), then commits the files' add actions, the
   ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``) in one Delta
@@ -36,6 +38,7 @@ from eosink import (
     crash_point,
     hookimpl,
 )
+from eosink_delta import spark_files
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaMessage, PartitionWriter
 from eosink_delta.schema import (
@@ -276,6 +279,15 @@ class DeltaSink(eosink.Sink):
                 fs.delete_file(f"{base}/{f.path}")
             except OSError:
                 pass  # an orphan; VACUUM removes it
+
+    @hookimpl
+    def write_dataframe(self, state: DeltaState, df: Any) -> eosink.Staged | None:
+        if not spark_files.chooses_spark(self.options, self.uri, df, state.partition_by):
+            return None
+        message = spark_files.stage(
+            self.uri, self.options, df, state.attempt, state.plan, state.partition_by
+        )
+        return eosink.Staged(message, message.rows)
 
     # -- executors -------------------------------------------------------------------------
     @hookimpl

@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 from eosink import ConfigurationError
+from eosink.spark import MICROS_TIMESTAMPS, is_classic, session_conf
 from eosink_files.options import FilesOptions, default_sizes
 from eosink_files.store import Store
 from eosink_files.writers import WrittenFile
@@ -34,14 +35,6 @@ STAGING_DIR = "_eosink_staging"
 SPARK_CODECS = {"lz4": "lz4_raw"}
 
 
-def _is_classic(df: Any) -> bool:
-    try:
-        df.sparkSession.sparkContext  # noqa: B018 - Spark Connect raises here
-    except Exception:  # noqa: BLE001 - any failure means no JVM of ours to write with
-        return False
-    return True
-
-
 def chooses_spark(options: FilesOptions, store: Store, df: Any) -> bool:
     """Whether this batch is staged by Spark's writer; raises when ``engine="spark"`` cannot be."""
     if options.engine == "arrow":
@@ -49,7 +42,7 @@ def chooses_spark(options: FilesOptions, store: Store, df: Any) -> bool:
     problems = []
     if store.kind() != "file":
         problems.append(f"the folder is on {store.kind()!r}, not a local or shared path")
-    if not _is_classic(df):
+    if not is_classic(df):
         problems.append("the session is Spark Connect (its server may not share this disk)")
     if not default_sizes(options):
         problems.append("target_file_size / row_group_size are set (the arrow engine's options)")
@@ -90,7 +83,7 @@ def stage(
         writer = writer.partitionBy(*options.partition_by)
     moved: list[WrittenFile] = []
     try:
-        with _micros_timestamps(df.sparkSession):
+        with session_conf(df.sparkSession, *MICROS_TIMESTAMPS):  # the arrow engine's types
             writer.save("file://" + os.path.join(store.location, staging))
         rows = int(observation.get["rows"])
         for relpath, _size, _mtime in list(store.walk(staging)):
@@ -107,27 +100,3 @@ def stage(
     finally:
         store.delete_tree(staging)
     return moved, rows
-
-
-class _micros_timestamps:
-    """Parquet timestamps as ``TIMESTAMP_MICROS`` (UTC-adjusted), like the arrow engine's files.
-
-    Spark's default, INT96, would give one folder two physical types for the same column when
-    both engines write it. The setting is restored afterwards; in ``foreachBatch`` it lives in
-    the streaming query's own session.
-    """
-
-    KEY = "spark.sql.parquet.outputTimestampType"
-
-    def __init__(self, spark: Any) -> None:
-        self.conf = spark.conf
-
-    def __enter__(self) -> None:
-        self.before = self.conf.get(self.KEY, None)
-        self.conf.set(self.KEY, "TIMESTAMP_MICROS")
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.before is None:
-            self.conf.unset(self.KEY)
-        else:
-            self.conf.set(self.KEY, self.before)

@@ -1,6 +1,7 @@
 """The Spark front doors: ``foreach_batch``, ``write_batch`` and the Python data sources."""
 
 from eosink.spark.foreach_batch import ForeachBatchWriter, foreach_batch, write_batch
+from eosink.spark.session import MICROS_TIMESTAMPS, is_classic, session_conf
 
 
 def register(spark):  # noqa: ANN001, ANN201 - thin re-export; pyspark imported on use
@@ -10,4 +11,12 @@ def register(spark):  # noqa: ANN001, ANN201 - thin re-export; pyspark imported 
     return _register(spark)
 
 
-__all__ = ["ForeachBatchWriter", "foreach_batch", "register", "write_batch"]
+__all__ = [
+    "MICROS_TIMESTAMPS",
+    "ForeachBatchWriter",
+    "foreach_batch",
+    "is_classic",
+    "register",
+    "session_conf",
+    "write_batch",
+]

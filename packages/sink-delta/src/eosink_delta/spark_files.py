@@ -1,0 +1,179 @@
+"""Spark's own Parquet writer writes a DataFrame batch's files; delta-rs commits them as usual.
+
+Handing every row from the JVM to Python as Arrow costs more than Spark's Parquet writer spends
+on the whole write, so in the front doors that hold a DataFrame (``foreachBatch``,
+``write_batch``) the sink lets Spark write the data files (option ``file_writer``):
+
+1. The DataFrame gets the same treatment ``WritePlan.prepare`` gives Arrow batches (casts to the
+   table's types; an ``Observation`` counts rows and nulls in NOT NULL columns) and Spark writes
+   it, partitioned like the table, into ``_eosink_staging/<attempt>`` inside the table folder.
+2. A NOT NULL column holding nulls fails the batch here, before anything is committed.
+3. The driver moves each file into the partition folder the Arrow path would use, reads its
+   Parquet footer for the Delta stats, and returns the files as one ``DeltaMessage``.
+4. ``commit`` adds them with the ``txn`` in one Delta commit, exactly as files from ``write``.
+
+Files of a failed attempt are listed in no Delta commit, so readers never see them; ``abort``
+or Delta's ``VACUUM`` removes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eosink import ConfigurationError
+from eosink.spark import MICROS_TIMESTAMPS, is_classic, session_conf
+from eosink.spark.executors import arrow_schema
+from eosink_delta.options import DeltaOptions
+from eosink_delta.parquet import DeltaFile, DeltaMessage, file_stats
+from eosink_delta.schema import WritePlan, normalize_schema, not_null_error
+from eosink_delta.table import partition_dir
+
+STAGING_DIR = "_eosink_staging"
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+SPARK_CODECS = {"lz4": "lz4_raw", "none": "none"}
+
+
+def _spark_names_partitions_like_delta(field: pa.Field) -> bool:
+    """Whether Spark's folder name of a value is the value as Delta serializes it."""
+    t = field.type
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_boolean(t)
+    )
+
+
+def chooses_spark(options: DeltaOptions, uri: str, df: Any, partition_by: tuple[str, ...]) -> bool:
+    """Whether Spark writes this batch's files; raises when ``file_writer="spark"`` cannot."""
+    if options.file_writer == "arrow":
+        return False
+    problems = []
+    if "://" in uri:
+        problems.append("the table is not on a local or shared path")
+    if not is_classic(df):
+        problems.append("the session is Spark Connect (its server may not share this disk)")
+    stream = normalize_schema(arrow_schema(df))
+    odd = [c for c in partition_by if not _spark_names_partitions_like_delta(stream.field(c))]
+    if odd:
+        problems.append(f"partition column(s) {odd} are not strings, integers, dates or booleans")
+    if options.file_writer == "auto":
+        return not problems
+    if problems:
+        raise ConfigurationError(
+            "sink 'delta': file_writer 'spark' cannot write this batch: "
+            + "; ".join(problems)
+            + ". Set file_writer='arrow' (or 'auto', which picks the writer that can)."
+        )
+    return True
+
+
+def _prepared(df: Any, plan: WritePlan, partition_by: tuple[str, ...]) -> Any:
+    """``df`` with the plan's columns cast to the table's types (what ``prepare`` does)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    stream = normalize_schema(arrow_schema(df))
+    columns = []
+    for field in plan.data_schema:
+        column = F.col(field.name)
+        if stream.field(field.name).type != field.type:
+            column = column.cast(from_arrow_type(field.type))
+        columns.append(column.alias(field.name))
+    return df.select(*columns, *[F.col(c) for c in partition_by])
+
+
+def _partition_values(folder: str, partition_by: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The values of Spark's Hive folder ``a=1/b=x%2Fy``, as Delta serializes them."""
+    found = {}
+    for part in folder.split("/") if folder else ():
+        name, _, text = part.partition("=")
+        found[unquote(name)] = None if text == HIVE_NULL else unquote(text)
+    return tuple(found[c] for c in partition_by)
+
+
+def stage(
+    uri: str,
+    options: DeltaOptions,
+    df: Any,
+    attempt: str,
+    plan: WritePlan,
+    partition_by: tuple[str, ...],
+) -> DeltaMessage:
+    """Let Spark write the batch's files, then move them into the table's partition folders."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    checked = [c for c in plan.not_null if c in df.columns]
+    observation = Observation()
+    metrics = [F.count(F.lit(1)).alias("rows")] + [
+        F.sum(F.col(c).isNull().cast("long")).alias(f"nulls_{i}") for i, c in enumerate(checked)
+    ]
+    codec = options.compression.lower()
+    writer = (
+        _prepared(df, plan, partition_by)
+        .observe(observation, *metrics)
+        .write.format("parquet")
+        .option("compression", SPARK_CODECS.get(codec, codec))
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    staging = os.path.join(uri, STAGING_DIR, attempt)
+    moved: list[DeltaFile] = []
+    try:
+        with session_conf(df.sparkSession, *MICROS_TIMESTAMPS):  # INT64 micros, as Delta wants
+            writer.save("file://" + staging)
+        seen = observation.get
+        for i, column in enumerate(checked):
+            if seen[f"nulls_{i}"]:
+                raise not_null_error(column)
+        for folder, _dirs, names in os.walk(staging):
+            for name in sorted(n for n in names if n.startswith("part-")):
+                inside = os.path.relpath(folder, staging)
+                values = _partition_values("" if inside == "." else inside, partition_by)
+                target = partition_dir(partition_by, values) if partition_by else ""
+                relative = f"{target}/{name}" if target else name
+                os.makedirs(os.path.join(uri, target), exist_ok=True)
+                os.rename(os.path.join(folder, name), os.path.join(uri, relative))
+                partition_values = dict(zip(partition_by, values))
+                moved.append(_described(uri, relative, partition_values, plan, options))
+    except BaseException:
+        for f in moved:
+            try:
+                os.unlink(os.path.join(uri, f.path))
+            except FileNotFoundError:
+                pass
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return DeltaMessage(files=tuple(moved), rows=int(seen["rows"]))
+
+
+def _described(
+    uri: str, relative: str, values: dict[str, str | None], plan: WritePlan, options: DeltaOptions
+) -> DeltaFile:
+    """A moved file as its add action will describe it: size, time, rows and stats."""
+    path = os.path.join(uri, relative)
+    metadata = pq.read_metadata(path)
+    rows = metadata.num_rows
+    stats = {"numRecords": rows}
+    if options.stats:
+        stats = file_stats(metadata, plan.data_schema, rows)
+    st = os.stat(path)
+    return DeltaFile(
+        path=relative,
+        size=st.st_size,
+        rows=rows,
+        partition_values=values,
+        modification_time=int(st.st_mtime * 1000),
+        stats=json.dumps(stats, separators=(",", ":")),
+    )

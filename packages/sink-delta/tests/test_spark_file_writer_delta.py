@@ -1,0 +1,140 @@
+"""Spark's own Parquet writer writes a DataFrame batch's files; delta-rs commits them.
+
+Read back by delta-rs (an independent reader), with casts to the table's types, NOT NULL
+checks, partition values, stats, a crash between staging and commit, and the fallbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from delta_helpers import log_actions, log_version, txns
+
+import eosink
+from eosink import ConfigurationError, hookimpl
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from eosink.testing.spark import local_spark
+
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+class FailCommitOnce:
+    """A driver plugin: the first commit fails after the files were staged."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    @hookimpl(wrapper=True)
+    def commit(self):
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("commit failed after staging")
+        return (yield)
+
+
+def batch(spark, start: int, end: int):
+    return spark.range(start, end).selectExpr(
+        "cast(id as int) as id",
+        "concat('c/', cast(id % 3 as string)) as country",
+        "date_add(date'2024-01-01', cast(id % 2 as int)) as day",
+        "timestamp_seconds(1700000000 + id) as ts",
+    )
+
+
+def data_files(path: str) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(folder, name), path)
+        for folder, _dirs, names in os.walk(path)
+        if "_delta_log" not in folder
+        for name in names
+        if name.endswith(".parquet")
+    )
+
+
+def spark_wrote(path: str) -> set[bool]:
+    return {
+        b"org.apache.spark.version" in (pq.read_metadata(os.path.join(path, f)).metadata or {})
+        for f in data_files(path)
+    }
+
+
+def test_partitioned_batches_read_back_by_delta_rs(spark, tmp_path):
+    path = str(tmp_path / "table")
+    sink = eosink.sink("delta", path=path, partition_by=["country", "day"])
+    for version, (start, end) in enumerate([(0, 40), (40, 100)], start=1):
+        (outcome,) = eosink.write_batch(
+            batch(spark, start, end), sink, writer_id="job", version=version
+        )
+        assert (outcome.status, outcome.rows) == ("committed", end - start)
+    table = DeltaTable(path).to_pyarrow_table()
+    assert sorted(table.column("id").to_pylist()) == list(range(100))
+    assert set(table.column("country").to_pylist()) == {"c/0", "c/1", "c/2"}
+    assert table.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert spark_wrote(path) == {True}
+    assert txns(path) == [("job", 1), ("job", 2)]
+    adds = [a["add"] for _v, a in log_actions(path) if "add" in a]
+    assert {a["partitionValues"]["country"] for a in adds} == {"c/0", "c/1", "c/2"}
+    assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == 100
+    assert all("minValues" in json.loads(a["stats"]) for a in adds)
+    assert all(f.startswith("country=c%2F") for f in data_files(path))  # the arrow path's layout
+    assert not os.listdir(os.path.join(path, "_eosink_staging"))
+
+
+def test_stream_types_are_cast_to_the_tables(spark, tmp_path):
+    path = str(tmp_path / "table")
+    DeltaTable.create(path, pa.schema([("id", pa.int64()), ("country", pa.string())]))
+    df = batch(spark, 0, 10).select("id", "country")  # id is an int, the table's a long
+    eosink.write_batch(df, eosink.sink("delta", path=path), writer_id="job", version=1)
+    assert spark_wrote(path) == {True}
+    table = DeltaTable(path).to_pyarrow_table()
+    assert table.schema.field("id").type == pa.int64()
+    assert sorted(table.column("id").to_pylist()) == list(range(10))
+
+
+def test_nulls_in_a_not_null_column_commit_nothing(spark, tmp_path):
+    path = str(tmp_path / "table")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("country", pa.string())])
+    DeltaTable.create(path, schema)
+    df = spark.range(0, 10).selectExpr("if(id = 7, null, id) as id", "'x' as country")
+    with pytest.raises(ConfigurationError, match="'id' is NOT NULL"):
+        eosink.write_batch(df, eosink.sink("delta", path=path), writer_id="job", version=1)
+    assert log_version(path) == 0 and data_files(path) == []
+
+
+def test_crash_between_staging_and_commit(spark, tmp_path):
+    path = str(tmp_path / "table")
+    sink = eosink.sink("delta", path=path)
+    plugin = FailCommitOnce()
+    df = batch(spark, 0, 30)
+    with pytest.raises(RuntimeError, match="commit failed after staging"):
+        eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
+    assert data_files(path) == []  # abort removed the staged files
+    eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
+    (again,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert again.status == "skipped"
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(30))
+
+
+def test_timestamp_partitions_fall_back_to_the_arrow_writer(spark, tmp_path):
+    path = str(tmp_path / "table")
+    df = batch(spark, 0, 10)
+    eosink.write_batch(
+        df, eosink.sink("delta", path=path, partition_by=["ts"]), writer_id="w", version=1
+    )
+    assert spark_wrote(path) == {False}
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 10
+    forced = eosink.sink(
+        "delta", path=str(tmp_path / "t2"), partition_by=["ts"], file_writer="spark"
+    )
+    with pytest.raises(ConfigurationError, match="file_writer='arrow'"):
+        eosink.write_batch(df, forced, writer_id="w", version=1)
