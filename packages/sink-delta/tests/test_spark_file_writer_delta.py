@@ -16,7 +16,8 @@ from deltalake import DeltaTable
 from delta_helpers import log_actions, log_version, txns
 
 import eosink
-from eosink import ConfigurationError, hookimpl
+from eosink import ConfigurationError
+from eosink.testing.faults import FaultPlugin, InjectedCrash
 
 
 @pytest.fixture(scope="session")
@@ -26,20 +27,6 @@ def spark():
     session = local_spark()
     yield session
     session.stop()
-
-
-class FailCommitOnce:
-    """A driver plugin: the first commit fails after the files were staged."""
-
-    def __init__(self) -> None:
-        self.failed = False
-
-    @hookimpl(wrapper=True)
-    def commit(self):
-        if not self.failed:
-            self.failed = True
-            raise RuntimeError("commit failed after staging")
-        return (yield)
 
 
 def batch(spark, start: int, end: int):
@@ -111,18 +98,19 @@ def test_nulls_in_a_not_null_column_commit_nothing(spark, tmp_path):
     assert log_version(path) == 0 and data_files(path) == []
 
 
-def test_crash_between_staging_and_commit(spark, tmp_path):
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+def test_crash_around_the_commit(spark, tmp_path, point):
     path = str(tmp_path / "table")
     sink = eosink.sink("delta", path=path)
-    plugin = FailCommitOnce()
     df = batch(spark, 0, 30)
-    with pytest.raises(RuntimeError, match="commit failed after staging"):
-        eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
-    assert data_files(path) == []  # abort removed the staged files
-    eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
-    (again,) = eosink.write_batch(df, sink, writer_id="job", version=1)
-    assert again.status == "skipped"
+    with pytest.raises(InjectedCrash):
+        eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[FaultPlugin(point)])
+    if point == "before_commit":
+        assert data_files(path) == []  # abort removed the staged files
+    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert outcome.status == ("committed" if point == "before_commit" else "skipped")
     assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(30))
+    assert txns(path) == [("job", 1)]
 
 
 def test_timestamp_partitions_fall_back_to_the_arrow_writer(spark, tmp_path):

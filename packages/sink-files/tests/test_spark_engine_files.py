@@ -14,22 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import eosink
-from eosink import ConfigurationError, hookimpl
+from eosink import ConfigurationError
+from eosink.testing.faults import FaultPlugin, InjectedCrash
 from eosink_files import committed_files, read_table
-
-
-class FailCommitOnce:
-    """A driver plugin: the first commit fails before publishing (after staging succeeded)."""
-
-    def __init__(self) -> None:
-        self.failed = False
-
-    @hookimpl(wrapper=True)
-    def commit(self):
-        if not self.failed:
-            self.failed = True
-            raise RuntimeError("commit failed after staging")
-        return (yield)
 
 
 def batch(spark, start: int, end: int):
@@ -49,21 +36,20 @@ def part_files(out) -> list[str]:
     )
 
 
-def test_crash_between_staging_and_commit_leaves_nothing_visible(spark, tmp_path):
+@pytest.mark.parametrize("point", ["before_commit", "after_commit"])
+def test_crash_around_the_commit(spark, tmp_path, point):
     out = str(tmp_path / "out")
     sink = eosink.sink("files", path=out, engine="spark")
-    plugin = FailCommitOnce()
     df = batch(spark, 0, 100)
-    with pytest.raises(RuntimeError, match="commit failed after staging"):
-        eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
-    assert part_files(out) == []  # abort removed the moved files; staging is gone
+    with pytest.raises(InjectedCrash):
+        eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[FaultPlugin(point)])
     assert not os.listdir(os.path.join(out, "_eosink_staging"))
-    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[plugin])
-    assert (outcome.status, outcome.rows) == ("committed", 100)
-    (again,) = eosink.write_batch(df, sink, writer_id="job", version=1)
-    assert again.status == "skipped"
+    if point == "before_commit":
+        assert part_files(out) == []  # abort removed the moved files
+    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert outcome.status == ("committed" if point == "before_commit" else "skipped")
     assert sorted(r.id for r in spark.read.parquet(out).collect()) == list(range(100))
-    assert len(part_files(out)) == len(committed_files(out))
+    assert len(part_files(out)) == len(committed_files(out))  # nothing left behind
 
 
 def test_partitioned_parquet_has_spark_layout_and_micros_timestamps(spark, tmp_path):
