@@ -22,6 +22,8 @@ from eosink_yt_dynamic.sink import WriteState
 
 
 class YtConformance(SinkConformance):
+    same_rows_share_keys = True  # rows are keyed by their source coordinates
+
     def source_batch(self, batch_id: int, partition: int, rows: int) -> pa.RecordBatch:
         base = super().source_batch(batch_id, partition, rows)
         ids = base.column("id").to_pylist()
@@ -49,20 +51,6 @@ class TestYtDynamicConformance(YtConformance):
     @pytest.fixture
     def read_rows(self, yt):
         return lambda: table_rows(yt)
-
-    def test_batch_job_versions(self, make_sink, read_rows):
-        """Seed 002 statuses; two writers of the *same* source rows leave them once (same keys)."""
-        daily = self.run(make_sink(), 23424, writer_id="dailyETL", kind="batch")
-        older = self.run(make_sink(), 23422, writer_id="dailyETL", kind="batch")
-        same = self.run(make_sink(), 23424, writer_id="dailyETL", kind="batch")
-        other = self.run(make_sink(), 23424, writer_id="anotherETL", kind="batch")
-        assert [o.status for o in (daily, older, same, other)] == [
-            "committed",
-            "skipped",
-            "skipped",
-            "committed",
-        ]
-        self.assert_exactly(read_rows, self.expected_rows([23424], copies=1))
 
 
 class AttemptInKey(YtDynamicSink):

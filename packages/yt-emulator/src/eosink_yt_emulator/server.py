@@ -68,7 +68,22 @@ def client_config(address, fast_retries=True, **overrides):
 
 
 class _ClientFactory:
-    proxy: str
+    """What the in-process emulator and the emulator process share: address and clients."""
+
+    host: str
+    port: int
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def proxy(self):
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return "%s:%d" % (host, self.port)
+
+    @property
+    def url(self):
+        return "http://" + self.proxy
 
     def client_config(self, fast_retries=True, **overrides):
         return client_config(self.proxy, fast_retries=fast_retries, **overrides)
@@ -131,18 +146,6 @@ class YtEmulator(_ClientFactory):
 
     def __enter__(self):
         return self.start() if self._server is None else self
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    @property
-    def proxy(self):
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return "%s:%d" % (host, self.port)
-
-    @property
-    def url(self):
-        return "http://" + self.proxy
 
     # ---------------------------------------------------------------- control endpoint
 
@@ -322,18 +325,6 @@ class EmulatorProcess(_ClientFactory):
 
     def __enter__(self):
         return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    @property
-    def proxy(self):
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return "%s:%d" % (host, self.port)
-
-    @property
-    def url(self):
-        return "http://" + self.proxy
 
     @property
     def faults(self):
