@@ -43,3 +43,12 @@ def test_missing_mandatory_option():
 def test_unreadable_values(name, value):
     with pytest.raises(ConfigurationError, match=name):
         options_from(Opts, {"path": "/x", name: value})
+
+
+def test_location_is_absolute_or_a_url(tmp_path, monkeypatch):
+    from eosink.options import location
+
+    monkeypatch.chdir(tmp_path)
+    assert location("out") == str(tmp_path / "out")
+    assert location("file:///data/x") == location("file:/data/x") == "/data/x"
+    assert location(" s3://bucket/x/ ") == "s3://bucket/x"

@@ -7,6 +7,7 @@ onto one attrs class per sink, so a sink declares its options once, with types a
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from collections.abc import Mapping
@@ -31,6 +32,23 @@ def names(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(part.strip() for part in value.split(",") if part.strip())
     return tuple(str(v) for v in value)  # type: ignore[attr-defined]
+
+
+def location(path: str) -> str:
+    """A folder as every process must see it: an absolute local path, or a URL as given.
+
+    A relative path is resolved here, once, so that executors and the fresh Python workers of
+    the data-source front door (whose working directory may differ) reach the same folder.
+    ``file:`` URLs become plain paths.
+    """
+    path = str(path).strip()
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    elif path.startswith("file:"):
+        path = path[len("file:") :]
+    if "://" in path:
+        return path.rstrip("/")
+    return os.path.abspath(path)
 
 
 def _convert(value: Any, hint: Any, name: str) -> Any:

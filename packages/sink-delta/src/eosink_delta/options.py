@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import attrs
 
 from eosink import ConfigurationError
-from eosink.options import names
+from eosink.options import location, names
 
 Engine = Literal["delta-rs", "delta-spark", "auto"]
 ENGINES = ("delta-rs", "delta-spark", "auto")
@@ -17,20 +16,10 @@ COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")
 
 
 def table_uri(path: str) -> str:
-    """The table's location as every process must see it: an absolute path or a URI.
-
-    A relative path is resolved here, once, so that executors and the fresh Python workers of
-    the data-source front door (whose working directory may differ) reach the same folder.
-    """
-    if not path:
+    """The table's folder, as every process must see it (see :func:`eosink.options.location`)."""
+    if not path or not str(path).strip():
         raise ConfigurationError("sink 'delta': option path is empty; set it to the table's folder")
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    elif path.startswith("file:"):
-        path = path[len("file:") :]
-    if "://" in path:
-        return path.rstrip("/")
-    return os.path.abspath(path)
+    return location(path)
 
 
 @attrs.frozen

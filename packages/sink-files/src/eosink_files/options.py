@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 
 import attrs
 
 from eosink import ConfigurationError
-from eosink.options import names
+from eosink.options import location, names
 
 FORMATS = ("parquet", "json", "csv")
 ENGINES = ("auto", "spark", "arrow")
@@ -24,21 +23,10 @@ MiB = 1 << 20
 
 
 def _location(path: str) -> str:
-    """The folder as every process must see it: an absolute local path or a URL.
-
-    A relative path is resolved here, once, so that executors and the fresh Python workers of
-    the data-source front door (whose working directory may differ) reach the same folder.
-    """
+    """The folder, as every process must see it (see :func:`eosink.options.location`)."""
     if not path or not str(path).strip():
         raise ConfigurationError("sink 'files': option path is empty; set it to the output folder")
-    path = str(path).strip()
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    elif path.startswith("file:"):
-        path = path[len("file:") :]
-    if "://" in path:
-        return path.rstrip("/")
-    return os.path.abspath(path)
+    return location(path)
 
 
 def _lower(value: object) -> str:
