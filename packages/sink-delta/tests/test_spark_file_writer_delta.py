@@ -126,3 +126,22 @@ def test_timestamp_partitions_fall_back_to_the_arrow_writer(spark, tmp_path):
     )
     with pytest.raises(ConfigurationError, match="file_writer='arrow'"):
         eosink.write_batch(df, forced, writer_id="w", version=1)
+
+
+def test_stale_staging_of_a_killed_driver_is_removed(tmp_path):
+    from eosink_delta import remove_stale_staging
+
+    staging = tmp_path / "table" / "_eosink_staging"
+    old, live = staging / "a1" / "country=x", staging / "a2"
+    old.mkdir(parents=True)
+    live.mkdir()
+    (old / "part-00000-x.c000.snappy.parquet").write_bytes(b"PAR1")
+    (live / "part-00000-y.c000.snappy.parquet").write_bytes(b"PAR1")
+    then = 1_000_000_000
+    for p in (old / "part-00000-x.c000.snappy.parquet", old, old.parent):
+        os.utime(p, (then, then))
+    table = str(tmp_path / "table")
+    assert remove_stale_staging(table) == [str(old.parent)]  # a dry run by default
+    assert old.exists()
+    remove_stale_staging(table, dry_run=False)
+    assert sorted(os.listdir(staging)) == ["a2"]

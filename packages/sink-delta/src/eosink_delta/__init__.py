@@ -2,7 +2,11 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from eosink_delta.spark_files import remove_stale_staging
+
 try:
     __version__ = version("eosink-delta") or "0+unknown"
 except PackageNotFoundError:  # not installed: running from the source tree
     __version__ = "0+unknown"
+
+__all__ = ["remove_stale_staging"]

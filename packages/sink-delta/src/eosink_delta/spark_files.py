@@ -13,7 +13,8 @@ on the whole write, so in the front doors that hold a DataFrame (``foreachBatch`
 4. ``commit`` adds them with the ``txn`` in one Delta commit, exactly as files from ``write``.
 
 Files of a failed attempt are listed in no Delta commit, so readers never see them; ``abort``
-or Delta's ``VACUUM`` removes them.
+or Delta's ``VACUUM`` removes them. A driver killed during step 1 leaves its staging folder,
+which ``VACUUM`` skips (it ignores ``_`` folders): :func:`remove_stale_staging` removes those.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from typing import Any
 from urllib.parse import unquote
 
@@ -177,3 +179,26 @@ def _described(
         modification_time=int(st.st_mtime * 1000),
         stats=json.dumps(stats, separators=(",", ":")),
     )
+
+
+def remove_stale_staging(
+    path: str, *, older_than_s: float = 24 * 3600.0, dry_run: bool = True
+) -> list[str]:
+    """The staging folders of killed attempts in the table at ``path``, removed unless ``dry_run``.
+
+    A folder is stale when nothing in it changed for ``older_than_s`` seconds: set the threshold
+    above your longest batch, since a live attempt's folder must not go.
+    """
+    root = os.path.join(path, STAGING_DIR)
+    cutoff = time.time() - older_than_s
+    stale = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else ():
+        folder = os.path.join(root, name)
+        times = [os.stat(folder).st_mtime] + [
+            os.stat(os.path.join(d, n)).st_mtime for d, _, names in os.walk(folder) for n in names
+        ]
+        if max(times) <= cutoff:
+            stale.append(folder)
+            if not dry_run:
+                shutil.rmtree(folder, ignore_errors=True)
+    return stale
