@@ -18,6 +18,7 @@ from eosink_sqlite.sink import read_rows
 from pyspark.errors import StreamingQueryException
 
 import eosink
+from eosink.testing.faults import FaultPlugin
 
 FILES, ROWS_PER_FILE, CRASH_ID = 4, 200, 2_150  # the crash hits the third micro-batch
 
@@ -96,19 +97,10 @@ def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
     expected = write_source(str(tmp_path / "in"))
     target = str(tmp_path / "out.db")
 
-    class CrashAfterCommitOnce:
-        fired = False
-
-        @eosink.hookimpl(wrapper=True)
-        def commit(self, ctx):
-            result = yield
-            if ctx.batch_id == 1 and not CrashAfterCommitOnce.fired:
-                CrashAfterCommitOnce.fired = True
-                raise RuntimeError("injected crash after commit")
-            return result
-
     writer = eosink.foreach_batch(
-        eosink.sink("sqlite", path=target), writer_id="orders", plugins=[CrashAfterCommitOnce()]
+        eosink.sink("sqlite", path=target),
+        writer_id="orders",
+        plugins=[FaultPlugin("after_commit", batch=1, times=1)],
     )
 
     def start():

@@ -20,6 +20,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 import eosink
+from eosink.testing.faults import FaultPlugin
 
 FILES, ROWS_PER_FILE, CRASH_ID = 4, 300, 2_150  # the crash hits the third micro-batch
 
@@ -153,19 +154,10 @@ def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
     expected = write_source(str(tmp_path / "in"))
     target = str(tmp_path / "table")
 
-    class CrashAfterCommitOnce:
-        fired = False
-
-        @eosink.hookimpl(wrapper=True)
-        def commit(self, ctx):
-            result = yield
-            if ctx.batch_id == 1 and not CrashAfterCommitOnce.fired:
-                CrashAfterCommitOnce.fired = True
-                raise RuntimeError("injected crash after commit")
-            return result
-
     writer = eosink.foreach_batch(
-        eosink.sink("delta", path=target), writer_id="orders", plugins=[CrashAfterCommitOnce()]
+        eosink.sink("delta", path=target),
+        writer_id="orders",
+        plugins=[FaultPlugin("after_commit", batch=1, times=1)],
     )
 
     def start():

@@ -142,24 +142,23 @@ class Version:
         )
 
 
+def _with_changes(base: dict, changes: dict) -> dict:
+    """A copy of ``base`` with ``changes`` applied (``REMOVED`` deletes a key)."""
+    out = dict(base)
+    for k, x in changes.items():
+        if x is REMOVED:
+            out.pop(k, None)
+        else:
+            out[k] = x
+    return out
+
+
 def apply_delta(state: NodeState, v: Version) -> NodeState:
     s = NodeState(state.attrs, state.children, state.value, state.chunks)
     if v.attrs:
-        attrs = dict(s.attrs)
-        for k, x in v.attrs.items():
-            if x is REMOVED:
-                attrs.pop(k, None)
-            else:
-                attrs[k] = x
-        s.attrs = attrs
+        s.attrs = _with_changes(s.attrs, v.attrs)
     if v.children:
-        children = dict(s.children)
-        for k, x in v.children.items():
-            if x is REMOVED:
-                children.pop(k, None)
-            else:
-                children[k] = x
-        s.children = children
+        s.children = _with_changes(s.children, v.children)
     if v.value_set:
         s.value = v.value
     if v.chunks_mode == "replace":

@@ -35,11 +35,17 @@ class RetryableTaskError(RuntimeError):
 
 @attrs.define
 class FaultPlugin:
-    """Crash at ``point`` (one of :data:`POINTS`); ``partition`` and ``name`` refine it."""
+    """Crash at ``point`` (one of :data:`POINTS`); ``partition`` and ``name`` refine it.
+
+    ``after_commit`` may be narrowed to one ``batch`` and to the first ``times`` crashes, so a
+    streaming query crashes once and its restart runs on.
+    """
 
     point: str
     partition: int = 1
     name: str | None = None
+    batch: int | None = None
+    times: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.point not in POINTS:
@@ -62,7 +68,7 @@ class FaultPlugin:
         return message
 
     @hookimpl(wrapper=True)
-    def commit(self) -> Generator[None, Any, Any]:
+    def commit(self, ctx: Any) -> Generator[None, Any, Any]:
         if self.point == "before_commit":
             raise InjectedCrash("after write, before commit")
         if self.point == "inside_commit":
@@ -71,9 +77,18 @@ class FaultPlugin:
             result = yield
         finally:
             set_crash_handler(None)
-        if self.point == "after_commit":
+        if self.point == "after_commit" and self._fires(ctx):
             raise InjectedCrash("after commit, before Spark records the batch")
         return result
+
+    def _fires(self, ctx: Any) -> bool:
+        if self.batch is not None and ctx.batch_id != self.batch:
+            return False
+        if self.times is not None:
+            if self.times <= 0:
+                return False
+            self.times -= 1
+        return True
 
     def _crash_inside(self, name: str) -> None:
         if name == self.name:
@@ -87,7 +102,7 @@ class CrashPointRecorder:
     seen: list[str] = attrs.field(factory=list)
 
     @hookimpl(wrapper=True)
-    def commit(self) -> Generator[None, Any, Any]:
+    def commit(self, ctx: Any) -> Generator[None, Any, Any]:
         set_crash_handler(self.seen.append)
         try:
             return (yield)
