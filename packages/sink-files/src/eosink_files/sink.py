@@ -202,7 +202,7 @@ class FilesSink(eosink.Sink):
     def _store(self) -> Store:
         store = self.__dict__.get("_store_cache")
         if store is None:
-            store = open_store(self.options.path)
+            store = open_store(self.options.path, self.options.manifest_scheme)
             self.__dict__["_store_cache"] = store
         return store
 

@@ -34,7 +34,74 @@ CONDITIONAL_CREATE = {"s3", "s3a", "gcs", "gs", "abfs", "abfss", "az"}
 #: ``Path.toUri`` does: everything else is percent-encoded, "%" included.
 URI_SAFE = "/:@!$&'()*+,;=-._~"
 
+#: The scheme of each fsspec protocol in the paths Spark's Hadoop filesystems resolve:
+#: hadoop-aws reads ``s3a://``, the GCS connector ``gs://``, hadoop-azure ``abfss://``.
+#: Protocols not named here keep their own name (``file``, ``hdfs``, ``memory``...).
+SPARK_SCHEMES = {
+    "s3": "s3a",
+    "s3a": "s3a",
+    "s3n": "s3a",
+    "gs": "gs",
+    "gcs": "gs",
+    "abfs": "abfss",
+    "abfss": "abfss",
+    "az": "abfss",
+}
+AZURE = {"abfs", "abfss", "az", "wasb", "wasbs"}
+#: Schemes that name the same store, for reading back paths written with either spelling.
+_FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
+
 _memory_lock = threading.Lock()
+
+
+def spark_root_uri(
+    location: str,
+    *,
+    scheme: str | None = None,
+    account: str | None = None,
+    root: str | None = None,
+) -> str:
+    """The folder at fsspec URL ``location`` as the URI Spark resolves, the manifest's prefix.
+
+    ``scheme`` overrides the default (e.g. ``s3`` where EMRFS reads ``s3://``). Azure paths
+    name the container *and* the storage account (``abfss://c@a.dfs.core.windows.net/...``);
+    adlfs takes the account from the URL or its options, so ``account`` supplies it when the
+    URL has none. ``root`` is fsspec's path of the folder, used for the protocols Spark reads
+    by their own name.
+    """
+    protocol, _, rest = location.partition("://")
+    protocol = protocol.lower()
+    target = (scheme or SPARK_SCHEMES.get(protocol, protocol)).lower()
+    if protocol in AZURE:
+        netloc, _, path = rest.partition("/")
+        container, _, host = netloc.partition("@")
+        account = host.split(".", 1)[0] if host else account
+        if not account:
+            raise ConfigurationError(
+                f"sink 'files': Spark's reader needs the storage account in each manifest path, "
+                f"but {safe_url(location)!r} does not name it; give the path as "
+                "abfss://<container>@<account>.dfs.core.windows.net/<folder>"
+            )
+        domain = "blob" if target.startswith("wasb") else "dfs"
+        path = path.strip("/")
+        return f"{target}://{container}@{account}.{domain}.core.windows.net" + (
+            "/" + quote(path, safe=URI_SAFE) if path else ""
+        )
+    if protocol not in SPARK_SCHEMES and root is not None:
+        rest = root
+    lead = "/" if rest.startswith("/") else ""
+    return f"{target}://{lead}{quote(rest.strip('/'), safe=URI_SAFE)}"
+
+
+def _canonical(uri: str) -> tuple[str, str]:
+    """``(store, path)`` of a manifest URI, the same for every spelling of one store's path."""
+    parts = urlsplit(uri)
+    scheme = (parts.scheme or "file").lower()
+    family = _FAMILY.get(scheme, scheme)
+    if family == "file":  # "file:/x", "file:///x" and "file://host/x" all mean /x here
+        return family, unquote(parts.path)
+    netloc = parts.netloc.split("@", 1)[0] if family == "azure" else parts.netloc
+    return family, unquote(netloc + parts.path)
 
 
 def safe_url(url: str) -> str:
@@ -56,15 +123,14 @@ class Store:
         return f"{self.root_uri}/{quote(relpath, safe=URI_SAFE)}"
 
     def relpath_of(self, uri: str) -> str | None:
-        """The path relative to the folder of a manifest entry's URI, or None if outside it."""
-        mine, theirs = urlsplit(self.root_uri), urlsplit(uri)
-        if (theirs.scheme or "file") != (mine.scheme or "file"):
-            return None
-        root = unquote(mine.netloc + mine.path).rstrip("/") + "/"
-        path = unquote(theirs.netloc + theirs.path)
-        if mine.scheme == "file":  # "file:/x", "file:///x" and "file://host/x" all mean /x here
-            root, path = unquote(mine.path).rstrip("/") + "/", unquote(theirs.path)
-        return path[len(root) :] if path.startswith(root) else None
+        """The path relative to the folder of a manifest entry's URI, or None if outside it.
+
+        Any spelling of the store is accepted (``s3a://`` and ``s3://``, an Azure path with or
+        without its account), so folders written by Spark's own sink read back too.
+        """
+        (mine, root), (theirs, path) = _canonical(self.root_uri), _canonical(uri)
+        root = root.rstrip("/") + "/"
+        return path[len(root) :] if mine == theirs and path.startswith(root) else None
 
     # The filesystem operations every store implements.
     def kind(self) -> str:
@@ -211,7 +277,7 @@ class LocalStore(Store):
 
 
 class FsspecStore(Store):
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, manifest_scheme: str | None = None) -> None:
         import fsspec
 
         self.location = location
@@ -225,11 +291,11 @@ class FsspecStore(Store):
                 "gs://, adlfs for abfs://)"
             ) from None
         self.root = self.root.rstrip("/")
-        stripped = self.root.lstrip("/")
-        self.root_uri = (
-            f"{self.protocol}://"
-            + ("/" if self.root.startswith("/") else "")
-            + quote(stripped, safe=URI_SAFE)
+        self.root_uri = spark_root_uri(
+            location,
+            scheme=manifest_scheme,
+            account=getattr(self.fs, "account_name", None),
+            root=self.root,
         )
 
     def kind(self) -> str:
@@ -338,8 +404,8 @@ class FsspecStore(Store):
             yield rel, int(info.get("size") or 0), int(float(mtime or 0) * 1000)
 
 
-def open_store(location: str) -> Store:
+def open_store(location: str, manifest_scheme: str | None = None) -> Store:
     """The store of a normalized location (see ``FilesOptions.path``)."""
     if "://" not in location:
         return LocalStore(location)
-    return FsspecStore(location)
+    return FsspecStore(location, manifest_scheme)
