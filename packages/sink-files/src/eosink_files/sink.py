@@ -26,13 +26,23 @@ import pyarrow as pa
 import structlog
 
 import eosink
-from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink import (
+    AlreadyCommitted,
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    SinkError,
+    crash_point,
+    hookimpl,
+)
 from eosink_files.log import (
     LOG_DIR,
     LogFile,
     ManifestError,
     ProofEntry,
     FileEntry,
+    check_closed,
+    closing_line,
     latest_proofs,
     header_end,
     log_files,
@@ -41,18 +51,25 @@ from eosink_files.log import (
     plan_is_valid,
     reader_plan,
     render,
+    split_closing,
 )
 from eosink_files import spark_engine
 from eosink_files.options import FilesOptions
+from eosink_files.spark_process import in_spark_application
 from eosink_files.store import Store, open_store, safe_url
 from eosink_files.writers import PartitionWriter, WrittenFile
 
 log = structlog.get_logger("eosink.files")
 
 HEADER_CHUNK = 64 * 1024
+TAIL_CHUNK = 4096  # holds a closing line
 
 #: Hidden folders that mean "this folder belongs to another table format".
 FOREIGN_MARKERS = {"_delta_log": "a Delta table (use the delta sink)", ".hoodie": "a Hudi table"}
+
+
+class UnreadableFilesError(SinkError):
+    """A file a writer reported is not in the folder as the driver sees it: nothing published."""
 
 
 @attrs.frozen
@@ -71,10 +88,16 @@ class FilesMessage:
 
 
 class SinkLog:
-    """The log of one folder, read fresh on every call (no cache: it must survive crashes)."""
+    """The log of one folder, read fresh on every call (no cache: it must survive crashes).
 
-    def __init__(self, store: Store, compact_interval: int) -> None:
-        self.store, self.interval = store, compact_interval
+    ``single_writer``: the folder's filesystem cannot publish atomically, so the latest log
+    file may be torn by a crash; such a file is read as absent (:attr:`torn`), and the replay
+    publishes its id again.
+    """
+
+    def __init__(self, store: Store, compact_interval: int, single_writer: bool = False) -> None:
+        self.store, self.interval, self.single_writer = store, compact_interval, single_writer
+        self.torn: int | None = None
 
     @property
     def log_uri(self) -> str:
@@ -84,19 +107,22 @@ class SinkLog:
         return log_files(name for name, is_dir in self.store.listdir(LOG_DIR) if not is_dir)
 
     def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
-        """One log file; ``header_only`` reads just the proof lines at its top."""
+        """One log file; ``header_only`` reads just the proof lines at its top (and its end)."""
         name = log_name(log_id, compact)
+        relpath = f"{LOG_DIR}/{name}"
         try:
-            if header_only:
-                data = self._read_header(f"{LOG_DIR}/{name}")
-            else:
-                data = self.store.read_bytes(f"{LOG_DIR}/{name}")
+            if not header_only:
+                return parse(self.store.read_bytes(relpath), log_id, compact)
+            out = parse(self._read_header(relpath), log_id, compact, header_only=True)
+            if out.proofs:
+                _, closing = split_closing(self.store.read_tail(relpath, TAIL_CHUNK))
+                check_closed(name, log_id, True, closing)
+            return out
         except FileNotFoundError:
             raise ManifestError(
-                f"{LOG_DIR}/{name} disappeared while being read (a cleanup of old log files ran "
+                f"{relpath} disappeared while being read (a cleanup of old log files ran "
                 "concurrently); retry the operation"
             ) from None
-        return parse(data, log_id, compact, header_only=header_only)
 
     def _read_header(self, relpath: str) -> bytes:
         data = b""
@@ -110,10 +136,25 @@ class SinkLog:
     def current(
         self, files: dict[int, bool] | None = None
     ) -> tuple[dict[int, bool], list[LogFile]]:
-        """The listing and the files Spark's reader reads (of a compact: only its proof lines)."""
+        """The listing and the files Spark's reader reads (of a compact: only its proof lines).
+
+        In single-writer mode a latest file that cannot be read (torn) is left out of both.
+        """
         files = self.listing() if files is None else files
-        plan = reader_plan(files, self.interval)
-        return files, [self.read(i, c, header_only=c) for i, c in plan]
+        out = []
+        for log_id, compact in reader_plan(files, self.interval):
+            try:
+                read = self.read(log_id, compact, header_only=compact)
+            except ManifestError:
+                read = None
+            if self.single_writer and log_id == max(files) and _torn(read):
+                log.warning("files.torn_log_file", entry=log_id)
+                self.torn = log_id
+                return self.current({i: c for i, c in files.items() if i != log_id})
+            if read is None:
+                return files, [self.read(log_id, compact, header_only=compact)]  # raises
+            out.append(read)
+        return files, out
 
     def check_folder(self) -> None:
         """Refuse a folder that is neither empty, nor an eosink-files or Spark file-sink folder."""
@@ -149,6 +190,15 @@ class SinkLog:
                 "output and ignored by Spark's reader. Write to a new or empty folder, or move "
                 "those files away."
             )
+
+
+def _torn(read: LogFile | None) -> bool:
+    """Whether a latest log file may be a torn write: unreadable, or a compact cut after ``v1``.
+
+    (A delta cut after ``v1`` is an empty delta, harmless; a compact cut there would hide
+    every file before it.)
+    """
+    return read is None or (read.compact and not read.proofs and not read.body.strip())
 
 
 def _proof_of(entries: list[ProofEntry], ctx: BatchContext) -> ProofEntry | None:
@@ -210,7 +260,7 @@ class FilesSink(eosink.Sink):
         return {k: v for k, v in self.__dict__.items() if k != "_store_cache"}
 
     def _log(self) -> SinkLog:
-        return SinkLog(self._store(), self.options.compact_interval)
+        return SinkLog(self._store(), self.options.compact_interval, self.options.single_writer)
 
     def _check_publishable(self) -> None:
         store = self._store()
@@ -222,15 +272,47 @@ class FilesSink(eosink.Sink):
                 "or, if exactly one query at a time writes this folder, set single_writer=true."
             )
 
+    def _check_readable(self, ctx: BatchContext, written: list[WrittenFile]) -> None:
+        """Refuse to publish files the driver cannot read with the size a writer reported.
+
+        One listing per folder. Catches files deleted before their commit (a ``cleanup`` with
+        a short age) and files written where the driver cannot see them (an executor's own
+        memory or local disk): a proof over them would make readers fail or lose the batch.
+        """
+        by_folder: dict[str, dict[str, int]] = {}
+        for f in written:
+            folder, _, name = f.relpath.rpartition("/")
+            by_folder.setdefault(folder, {})[name] = f.size
+        problems = []
+        for folder, expected in by_folder.items():
+            found = self._store().sizes(folder, list(expected))
+            for name, size in expected.items():
+                relpath = f"{folder}/{name}" if folder else name
+                if name not in found:
+                    problems.append(f"{relpath!r} is missing")
+                elif found[name] != size:
+                    problems.append(
+                        f"{relpath!r} has {found[name]} bytes, the writer reported {size}"
+                    )
+        if problems:
+            raise UnreadableFilesError(
+                f"{ctx.label}: refusing to commit {len(problems)} of {len(written)} file(s) the "
+                f"driver cannot read as written ({'; '.join(problems[:3])}). Either they were "
+                "deleted or changed before the commit (a cleanup younger than the longest "
+                "batch: raise --older-than-hours), or the executors wrote them where the driver "
+                "cannot see them (memory://, or a local path that is not one folder shared by "
+                "every machine): write to a shared folder or an object store. Nothing was "
+                "published; the batch's replay writes it again."
+            )
+
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         sink_log = self._log()
-        files = sink_log.listing()
+        files, current = sink_log.current()
         if not files:
             sink_log.check_folder()
             return None
-        _, current = sink_log.current(files)
         found = _proof_of([p for f in current for p in f.proofs], ctx)
         return found.proof if found else None
 
@@ -238,6 +320,14 @@ class FilesSink(eosink.Sink):
     def init(self, ctx: BatchContext, schema: pa.Schema) -> FilesState:
         opts = self.options
         self._check_publishable()
+        if self._store().kind() == "memory" and in_spark_application():
+            raise ConfigurationError(
+                "sink 'files': memory:// lives in one process, but Spark runs the write tasks "
+                "in other processes (its executors' Python workers), so the driver would never "
+                "see their files. Write to a folder the driver and every executor share (a "
+                "shared mount, s3://, gs://, abfss://); memory:// serves runs that write in "
+                "the driver's own process (eosink.testing.local.LocalRunner)."
+            )
         names = list(schema.names)
         missing = [c for c in opts.partition_by if c not in names]
         if missing:
@@ -251,11 +341,10 @@ class FilesSink(eosink.Sink):
                 "data; leave at least one column out of partitionBy"
             )
         sink_log = self._log()
-        files = sink_log.listing()
+        files, current = sink_log.current()
         if not files:
             sink_log.check_folder()
         else:
-            _, current = sink_log.current(files)
             proofs = [p for f in current for p in f.proofs]
             if proofs:
                 last = max(proofs, key=lambda p: p.log_id)
@@ -288,14 +377,14 @@ class FilesSink(eosink.Sink):
         self._check_publishable()
         sink_log = self._log()
         written = [f for m in messages if m is not None for f in m.files]
+        self._check_readable(ctx, written)
         file_lines = [
             FileEntry(store.uri(f.relpath), f.size, f.modification_time).to_line() for f in written
         ]
         for round_ in range(1000):
-            files = sink_log.listing()
+            files, current = sink_log.current()
             if not files and round_ == 0:
                 sink_log.check_folder()
-            current = sink_log.current(files)[1] if files else []
             proofs = [p for f in current for p in f.proofs]
             done = _proof_of(proofs, ctx)
             if done is not None:
@@ -307,7 +396,9 @@ class FilesSink(eosink.Sink):
             log_id, compact, fillers = placement(files, next_id, ctx.mode, opts.compact_interval)
             lost = False
             for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
-                if not store.publish(f"{LOG_DIR}/{filler}", render([], [])):
+                if not store.publish(
+                    f"{LOG_DIR}/{filler}", render([], []), overwrite=filler == sink_log.torn
+                ):
                     lost = True
                     break
             if lost:
@@ -322,13 +413,16 @@ class FilesSink(eosink.Sink):
                 if ctx.mode != "complete":  # the entries so far, copied as raw bytes
                     bodies = [self._log_body(sink_log, f) if f.compact else f.body for f in current]
                     body = b"\n".join(b.strip(b"\n") for b in bodies if b.strip())
-                data = render([p.to_line(sink_log.log_uri) for p in carried], file_lines, body)
+                proof_lines = [p.to_line(sink_log.log_uri) for p in carried]
             else:
-                data = render([entry.to_line(sink_log.log_uri)], file_lines)
+                body, proof_lines = b"", [entry.to_line(sink_log.log_uri)]
+            closing = closing_line(log_id, sink_log.log_uri)
+            data = render(proof_lines, file_lines, body, closing)
             published = store.publish(
                 f"{LOG_DIR}/{log_name(log_id, compact)}",
                 data,
                 crash=lambda: crash_point("commit:manifest-staged"),
+                overwrite=log_id == sink_log.torn,
             )
             if not published:
                 log.info(
@@ -352,7 +446,7 @@ class FilesSink(eosink.Sink):
     def _log_body(sink_log: SinkLog, header: LogFile) -> bytes:
         relpath = f"{LOG_DIR}/{log_name(header.log_id, header.compact)}"
         data = sink_log.store.read_bytes(relpath)  # no JSON parsing: the entries are copied
-        return parse(data, header.log_id, header.compact, header_only=True).body
+        return split_closing(parse(data, header.log_id, header.compact, header_only=True).body)[0]
 
     def _expire_log(self, files: dict[int, bool]) -> None:
         """Delete log files no reader needs any more: older than the second-latest compact."""
@@ -387,10 +481,8 @@ class FilesSink(eosink.Sink):
         ]
         if not written:
             return
-        sink_log = self._log()
-        files = sink_log.listing()
-        if files:
-            _, current = sink_log.current(files)
+        _, current = self._log().current()
+        if current:
             if any(p.attempt == state.attempt for f in current for p in f.proofs):
                 return  # this attempt's commit went through: its files are published data
         store = self._store()

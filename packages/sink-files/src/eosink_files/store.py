@@ -160,6 +160,9 @@ class Store:
     def stat(self, relpath: str) -> tuple[int, int]:
         ...  # size, mtime in ms
 
+    def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
+        ...  # size of each of ``names`` found in ``folder`` (missing names are left out)
+
     def delete(self, relpath: str) -> None:
         ...
 
@@ -169,8 +172,13 @@ class Store:
     def move(self, relpath: str, to: str) -> None:
         ...  # rename within the folder; parent folders of ``to`` are created
 
-    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
-        ...
+    def publish(
+        self, relpath: str, data: bytes, crash: Any = None, overwrite: bool = False
+    ) -> bool:
+        ...  # create only if absent; ``overwrite``: replace a torn file (single-writer mode)
+
+    def read_tail(self, relpath: str, size: int) -> bytes:
+        ...  # the last ``size`` bytes (all of a smaller file)
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
         ...  # rel, size, mtime
@@ -225,6 +233,17 @@ class LocalStore(Store):
         st = os.stat(self._p(relpath))
         return st.st_size, int(st.st_mtime * 1000)
 
+    def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
+        # One stat per name: a system call, not a request, while a listing of a folder that
+        # holds the table's history would cost O(table).
+        out = {}
+        for name in names:
+            try:
+                out[name] = os.stat(self._p(f"{folder}/{name}" if folder else name)).st_size
+            except FileNotFoundError:
+                pass
+        return out
+
     def delete(self, relpath: str) -> None:
         try:
             os.unlink(self._p(relpath))
@@ -239,8 +258,17 @@ class LocalStore(Store):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(self._p(relpath), target)
 
-    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+    def read_tail(self, relpath: str, size: int) -> bytes:
+        with open(self._p(relpath), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+            return f.read()
+
+    def publish(
+        self, relpath: str, data: bytes, crash: Any = None, overwrite: bool = False
+    ) -> bool:
         final = self._p(relpath)
+        if overwrite:
+            self.delete(relpath)
         folder = os.path.dirname(final)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
@@ -348,6 +376,23 @@ class FsspecStore(Store):
             mtime = mtime.timestamp()
         return int(info["size"]), int(float(mtime or time.time()) * 1000)
 
+    def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
+        # One listing per folder, not one request per file.
+        wanted = set(names)
+        base = self._p(folder).rstrip("/")
+        try:
+            entries = self.fs.ls(base, detail=True, refresh=True)
+        except TypeError:  # filesystems without a refresh flag
+            entries = self.fs.ls(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for e in entries:
+            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+            if name in wanted and e.get("type") != "directory":
+                out[name] = int(e.get("size") or 0)
+        return out
+
     def delete(self, relpath: str) -> None:
         try:
             self.fs.rm_file(self._p(relpath))
@@ -363,10 +408,18 @@ class FsspecStore(Store):
     def move(self, relpath: str, to: str) -> None:
         self.fs.mv(self._p(relpath), self._p(to))
 
-    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+    def read_tail(self, relpath: str, size: int) -> bytes:
+        path = self._p(relpath)
+        return self.fs.cat_file(path, start=max(0, self.fs.size(path) - size))
+
+    def publish(
+        self, relpath: str, data: bytes, crash: Any = None, overwrite: bool = False
+    ) -> bool:
         path = self._p(relpath)
         if crash:
             crash()
+        if overwrite:
+            self.delete(relpath)
         if self.protocol == "memory":
             with _memory_lock:  # the memory store is this process's: a lock makes it atomic
                 if self.fs.exists(path):
