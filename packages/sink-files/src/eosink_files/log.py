@@ -220,6 +220,9 @@ class LogFile:
     proofs: list[ProofEntry]
     files: list[dict[str, Any]] | None = None  # None: only the proof header was read
     body: bytes = b""  # the file-entry lines, raw (a compaction copies them as they are)
+    # of a compact read header-only: where its file-entry lines lie in the file
+    body_start: int = 0
+    body_end: int = 0
 
 
 def _damaged(name: str, what: str) -> ManifestError:

@@ -37,35 +37,25 @@ from eosink import (
 )
 from eosink_files.log import (
     LOG_DIR,
+    VERSION_LINE,
+    FileEntry,
     LogFile,
     ManifestError,
     ProofEntry,
-    FileEntry,
-    check_closed,
     closing_line,
     latest_proofs,
-    header_end,
-    log_files,
     log_name,
-    parse,
     plan_is_valid,
-    reader_plan,
     render,
-    split_closing,
 )
 from eosink_files import spark_engine
+from eosink_files.log_view import LogView, view_of
 from eosink_files.options import FilesOptions
 from eosink_files.spark_process import in_spark_application
-from eosink_files.store import Store, open_store, safe_url
+from eosink_files.store import Store, open_store
 from eosink_files.writers import PartitionWriter, WrittenFile
 
 log = structlog.get_logger("eosink.files")
-
-HEADER_CHUNK = 64 * 1024
-TAIL_CHUNK = 4096  # holds a closing line
-
-#: Hidden folders that mean "this folder belongs to another table format".
-FOREIGN_MARKERS = {"_delta_log": "a Delta table (use the delta sink)", ".hoodie": "a Hudi table"}
 
 
 class UnreadableFilesError(SinkError):
@@ -85,120 +75,6 @@ class FilesMessage:
 
     files: tuple[WrittenFile, ...]
     rows: int
-
-
-class SinkLog:
-    """The log of one folder, read fresh on every call (no cache: it must survive crashes).
-
-    ``single_writer``: the folder's filesystem cannot publish atomically, so the latest log
-    file may be torn by a crash; such a file is read as absent (:attr:`torn`), and the replay
-    publishes its id again.
-    """
-
-    def __init__(self, store: Store, compact_interval: int, single_writer: bool = False) -> None:
-        self.store, self.interval, self.single_writer = store, compact_interval, single_writer
-        self.torn: int | None = None
-
-    @property
-    def log_uri(self) -> str:
-        return self.store.uri(LOG_DIR)
-
-    def listing(self) -> dict[int, bool]:
-        return log_files(name for name, is_dir in self.store.listdir(LOG_DIR) if not is_dir)
-
-    def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
-        """One log file; ``header_only`` reads just the proof lines at its top (and its end)."""
-        name = log_name(log_id, compact)
-        relpath = f"{LOG_DIR}/{name}"
-        try:
-            if not header_only:
-                return parse(self.store.read_bytes(relpath), log_id, compact)
-            out = parse(self._read_header(relpath), log_id, compact, header_only=True)
-            if out.proofs:
-                _, closing = split_closing(self.store.read_tail(relpath, TAIL_CHUNK))
-                check_closed(name, log_id, True, closing)
-            return out
-        except FileNotFoundError:
-            raise ManifestError(
-                f"{relpath} disappeared while being read (a cleanup of old log files ran "
-                "concurrently); retry the operation"
-            ) from None
-
-    def _read_header(self, relpath: str) -> bytes:
-        data = b""
-        with self.store.open_read(relpath) as f:
-            while True:
-                chunk = f.read(HEADER_CHUNK)
-                data += chunk
-                if not chunk or header_end(data) is not None:
-                    return data
-
-    def current(
-        self, files: dict[int, bool] | None = None
-    ) -> tuple[dict[int, bool], list[LogFile]]:
-        """The listing and the files Spark's reader reads (of a compact: only its proof lines).
-
-        In single-writer mode a latest file that cannot be read (torn) is left out of both.
-        """
-        files = self.listing() if files is None else files
-        out = []
-        for log_id, compact in reader_plan(files, self.interval):
-            try:
-                read = self.read(log_id, compact, header_only=compact)
-            except ManifestError:
-                read = None
-            if self.single_writer and log_id == max(files) and _torn(read):
-                log.warning("files.torn_log_file", entry=log_id)
-                self.torn = log_id
-                return self.current({i: c for i, c in files.items() if i != log_id})
-            if read is None:
-                return files, [self.read(log_id, compact, header_only=compact)]  # raises
-            out.append(read)
-        return files, out
-
-    def check_folder(self) -> None:
-        """Refuse a folder that is neither empty, nor an eosink-files or Spark file-sink folder."""
-        store = self.store
-        where = safe_url(store.location)
-        if store.is_file():
-            raise ConfigurationError(
-                f"sink 'files': path {where!r} is a file; give a folder path (it is created if "
-                "missing)"
-            )
-        entries = store.listdir("")
-        names = {name for name, _ in entries}
-        for marker, what in FOREIGN_MARKERS.items():
-            if marker in names:
-                raise ConfigurationError(
-                    f"sink 'files': {where!r} is {what}, not a file-sink folder; write to a new "
-                    "or empty folder"
-                )
-        if LOG_DIR in names:
-            return
-        foreign = sorted(
-            name
-            for name, is_dir in entries
-            if not name.startswith(("_", "."))
-            and not (is_dir and "=" in name)
-            and not (not is_dir and name.startswith("part-"))
-        )
-        if foreign:
-            raise ConfigurationError(
-                f"sink 'files': {where!r} already holds files that no manifest log lists (e.g. "
-                f"{', '.join(repr(n) for n in foreign[:3])}) and has no {LOG_DIR} folder, so it is "
-                "not an eosink-files or Spark file-sink folder: its files would be mixed with the "
-                "output and ignored by Spark's reader. Write to a new or empty folder, or move "
-                "those files away."
-            )
-
-
-def _torn(read: LogFile | None) -> bool:
-    """Whether a latest log file may be a torn write: unreadable, or a compact cut after ``v1``.
-
-    (A delta cut after ``v1`` is an empty delta, harmless; a compact cut there would hide
-    every file before it.)
-    """
-    return read is None or (read.compact and not read.proofs and not read.body.strip())
 
 
 def _proof_of(entries: list[ProofEntry], ctx: BatchContext) -> ProofEntry | None:
@@ -242,6 +118,37 @@ def placement(
         log_id += 1
 
 
+def _compact_chunks(
+    view: LogView, head: bytes, plan: list[LogFile], file_lines: list[str], closing: str
+) -> Iterator[bytes]:
+    """A compact's bytes: the proofs, every entry so far copied as bytes, the new entries.
+
+    The previous compact's entries are streamed from its file (never parsed, never held
+    whole in memory); the deltas after it are already read.
+    """
+    yield head
+    for f in plan:
+        if f.compact:
+            if f.body_end > f.body_start:
+                yield b"\n"
+                yield from view.folder.entries(f)
+        elif f.body.strip(b"\n"):
+            yield b"\n" + f.body.strip(b"\n")
+    yield ("\n" + "\n".join([*file_lines, closing])).encode()
+
+
+class _Counted:
+    """Chunks passed through, counting their bytes."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.size = chunks, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.chunks:
+            self.size += len(chunk)
+            yield chunk
+
+
 class FilesSink(eosink.Sink):
     """Exactly-once files in a folder; each batch is published by one manifest log file."""
 
@@ -259,8 +166,9 @@ class FilesSink(eosink.Sink):
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_store_cache"}
 
-    def _log(self) -> SinkLog:
-        return SinkLog(self._store(), self.options.compact_interval, self.options.single_writer)
+    def _view(self) -> LogView:
+        opts = self.options
+        return view_of(self._store(), opts.compact_interval, opts.single_writer)
 
     def _check_publishable(self) -> None:
         store = self._store()
@@ -308,12 +216,13 @@ class FilesSink(eosink.Sink):
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
-        sink_log = self._log()
-        files, current = sink_log.current()
-        if not files:
-            sink_log.check_folder()
-            return None
-        found = _proof_of([p for f in current for p in f.proofs], ctx)
+        view = self._view()
+        with view.lock:
+            view.refresh()
+            if not view.files:
+                view.folder.check_folder()
+                return None
+            found = _proof_of(view.proofs(), ctx)
         return found.proof if found else None
 
     @hookimpl
@@ -340,26 +249,27 @@ class FilesSink(eosink.Sink):
                 "sink 'files': every column is a partition column, so the files would hold no "
                 "data; leave at least one column out of partitionBy"
             )
-        sink_log = self._log()
-        files, current = sink_log.current()
-        if not files:
-            sink_log.check_folder()
-        else:
-            proofs = [p for f in current for p in f.proofs]
-            if proofs:
-                last = max(proofs, key=lambda p: p.log_id)
-                if last.format and last.format != opts.format:
-                    raise ConfigurationError(
-                        f"sink 'files': the folder holds {last.format} files but this sink writes "
-                        f"{opts.format}; Spark reads a folder in one format. Set format="
-                        f"{last.format!r} or write to another folder."
-                    )
-                if tuple(last.partition_by) != tuple(opts.partition_by):
-                    raise ConfigurationError(
-                        f"sink 'files': the folder is partitioned by {list(last.partition_by)} but "
-                        f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
-                        "mix layouts. Use the folder's partitionBy or write to another folder."
-                    )
+        view = self._view()
+        with view.lock:
+            if not view.loaded:  # is_committed read the log just before, in this process
+                view.refresh()
+            if not view.files:
+                view.folder.check_folder()
+            proofs = view.proofs()
+        if proofs:
+            last = max(proofs, key=lambda p: p.log_id)
+            if last.format and last.format != opts.format:
+                raise ConfigurationError(
+                    f"sink 'files': the folder holds {last.format} files but this sink writes "
+                    f"{opts.format}; Spark reads a folder in one format. Set format="
+                    f"{last.format!r} or write to another folder."
+                )
+            if tuple(last.partition_by) != tuple(opts.partition_by):
+                raise ConfigurationError(
+                    f"sink 'files': the folder is partitioned by {list(last.partition_by)} but "
+                    f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
+                    "mix layouts. Use the folder's partitionBy or write to another folder."
+                )
         store = self._store()
         if store.kind() in ("file", "memory"):
             store.makedirs(LOG_DIR)  # marks the folder as a sink folder; nothing readable yet
@@ -373,104 +283,87 @@ class FilesSink(eosink.Sink):
         messages: list[FilesMessage | None],
         proof: Proof,
     ) -> None:
-        store, opts = self._store(), self.options
         self._check_publishable()
-        sink_log = self._log()
+        store, view = self._store(), self._view()
         written = [f for m in messages if m is not None for f in m.files]
         self._check_readable(ctx, written)
         file_lines = [
             FileEntry(store.uri(f.relpath), f.size, f.modification_time).to_line() for f in written
         ]
-        for round_ in range(1000):
-            files, current = sink_log.current()
-            if not files and round_ == 0:
-                sink_log.check_folder()
-            proofs = [p for f in current for p in f.proofs]
-            done = _proof_of(proofs, ctx)
-            if done is not None:
-                raise AlreadyCommitted(
-                    f"{ctx.label}: the log already holds batch {done.proof.batch_id} of this "
-                    f"writer (entry {done.log_id})"
-                )
-            next_id = max(files) + 1 if files else 0
-            log_id, compact, fillers = placement(files, next_id, ctx.mode, opts.compact_interval)
-            lost = False
-            for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
-                if not store.publish(
-                    f"{LOG_DIR}/{filler}", render([], []), overwrite=filler == sink_log.torn
-                ):
-                    lost = True
-                    break
-            if lost:
-                continue
-            entry = ProofEntry(
-                proof, state.attempt, log_id, opts.format, opts.partition_by, ctx.mode
-            )
-            started = time.monotonic()
-            if compact:
-                carried = latest_proofs([*proofs, entry])
-                body = b""
-                if ctx.mode != "complete":  # the entries so far, copied as raw bytes
-                    bodies = [self._log_body(sink_log, f) if f.compact else f.body for f in current]
-                    body = b"\n".join(b.strip(b"\n") for b in bodies if b.strip())
-                proof_lines = [p.to_line(sink_log.log_uri) for p in carried]
-            else:
-                body, proof_lines = b"", [entry.to_line(sink_log.log_uri)]
-            closing = closing_line(log_id, sink_log.log_uri)
-            data = render(proof_lines, file_lines, body, closing)
-            published = store.publish(
-                f"{LOG_DIR}/{log_name(log_id, compact)}",
-                data,
-                crash=lambda: crash_point("commit:manifest-staged"),
-                overwrite=log_id == sink_log.torn,
-            )
-            if not published:
+        with view.lock:
+            for round_ in range(1000):
+                view.refresh()
+                if not view.files and round_ == 0:
+                    view.folder.check_folder()
+                if self._publish(ctx, state, proof, view, file_lines):
+                    crash_point("commit:manifest-published")
+                    removed = view.expire(self.options.log_cleanup_delay_s)
+                    if removed:
+                        log.debug("files.log_expired", removed=removed)
+                    return
                 log.info(
-                    "files.commit_race", writer=ctx.writer_id, batch=ctx.batch_id, entry=log_id
+                    "files.commit_race", writer=ctx.writer_id, batch=ctx.batch_id, entry=view.latest
                 )
-                continue
-            crash_point("commit:manifest-published")
-            if compact:
-                log.info(
-                    "files.log_compacted",
-                    entry=log_id,
-                    bytes=len(data),
-                    mode=ctx.mode,
-                    duration_ms=round((time.monotonic() - started) * 1000, 2),
-                )
-                self._expire_log({**files, **{f: False for f in fillers}, log_id: True})
-            return
         raise ManifestError(f"{ctx.label}: could not publish a log entry after 1000 races")
 
-    @staticmethod
-    def _log_body(sink_log: SinkLog, header: LogFile) -> bytes:
-        relpath = f"{LOG_DIR}/{log_name(header.log_id, header.compact)}"
-        data = sink_log.store.read_bytes(relpath)  # no JSON parsing: the entries are copied
-        return split_closing(parse(data, header.log_id, header.compact, header_only=True).body)[0]
-
-    def _expire_log(self, files: dict[int, bool]) -> None:
-        """Delete log files no reader needs any more: older than the second-latest compact."""
-        delay = self.options.log_cleanup_delay_s
-        compacts = sorted((i for i, c in files.items() if c), reverse=True)
-        if delay < 0 or len(compacts) < 3:
-            return
-        keep_from = compacts[1]
-        store = self._store()
-        cutoff = (time.time() - delay) * 1000
-        removed = 0
-        try:
-            for log_id, compact in files.items():
-                if log_id >= keep_from:
-                    continue
-                rel = f"{LOG_DIR}/{log_name(log_id, compact)}"
-                _, mtime = store.stat(rel)
-                if mtime <= cutoff:
-                    store.delete(rel)
-                    removed += 1
-        except Exception as exc:  # noqa: BLE001 - best effort; the next compaction retries
-            log.warning("files.log_expire_failed", error=type(exc).__name__)
-        if removed:
-            log.debug("files.log_expired", removed=removed, kept_from=keep_from)
+    def _publish(
+        self,
+        ctx: BatchContext,
+        state: FilesState,
+        proof: Proof,
+        view: LogView,
+        file_lines: list[str],
+    ) -> bool:
+        """Publish this batch's log file at the next free id; False when another took it."""
+        opts, store = self.options, self._store()
+        proofs = view.proofs()
+        done = _proof_of(proofs, ctx)
+        if done is not None:
+            raise AlreadyCommitted(
+                f"{ctx.label}: the log already holds batch {done.proof.batch_id} of this "
+                f"writer (entry {done.log_id})"
+            )
+        files = view.window()
+        log_id, compact, fillers = placement(files, view.latest + 1, ctx.mode, opts.compact_interval)
+        for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
+            empty = render([], [])
+            if not store.publish(f"{LOG_DIR}/{filler}", empty, overwrite=filler == view.torn):
+                return False
+            view.record(LogFile(filler, False, [], files=[]))
+        entry = ProofEntry(proof, state.attempt, log_id, opts.format, opts.partition_by, ctx.mode)
+        uri = view.folder.log_uri
+        closing = closing_line(log_id, uri)
+        started = time.monotonic()
+        if compact:
+            carried = latest_proofs([*proofs, entry])
+            head = "\n".join([VERSION_LINE, *(p.to_line(uri) for p in carried)]).encode()
+            plan = view.plan if ctx.mode != "complete" else []  # complete: only the new files
+            written = _Counted(_compact_chunks(view, head, plan, file_lines, closing))
+            record = LogFile(log_id, True, carried, body_start=len(head) + 1)
+            data: Any = written
+        else:
+            body = "\n".join(file_lines).encode()
+            data = render([entry.to_line(uri)], file_lines, b"", closing)
+            record = LogFile(log_id, False, [entry], body=body)
+        published = store.publish(
+            f"{LOG_DIR}/{log_name(log_id, compact)}",
+            data,
+            crash=lambda: crash_point("commit:manifest-staged"),
+            overwrite=log_id == view.torn,
+        )
+        if not published:
+            return False
+        if compact:
+            record.body_end = written.size - len(closing.encode()) - 1
+            log.info(
+                "files.log_compacted",
+                entry=log_id,
+                bytes=written.size,
+                mode=ctx.mode,
+                duration_ms=round((time.monotonic() - started) * 1000, 2),
+            )
+        view.record(record)
+        return True
 
     @hookimpl
     def abort(self, ctx: BatchContext, state: FilesState | None, messages: list[Any]) -> None:
@@ -481,9 +374,10 @@ class FilesSink(eosink.Sink):
         ]
         if not written:
             return
-        _, current = self._log().current()
-        if current:
-            if any(p.attempt == state.attempt for f in current for p in f.proofs):
+        view = self._view()
+        with view.lock:
+            view.refresh()
+            if any(p.attempt == state.attempt for p in view.proofs()):
                 return  # this attempt's commit went through: its files are published data
         store = self._store()
         for relpath in written:

@@ -21,8 +21,8 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from eosink import ConfigurationError
@@ -52,6 +52,13 @@ AZURE = {"abfs", "abfss", "az", "wasb", "wasbs"}
 _FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
 
 _memory_lock = threading.Lock()
+
+#: What a log file is published from: its bytes, or its chunks (a compaction streams them).
+Data = Union[bytes, Iterable[bytes]]
+
+
+def chunks(data: Data) -> Iterable[bytes]:
+    return (data,) if isinstance(data, bytes) else data
 
 
 def spark_root_uri(
@@ -173,12 +180,12 @@ class Store:
         ...  # rename within the folder; parent folders of ``to`` are created
 
     def publish(
-        self, relpath: str, data: bytes, crash: Any = None, overwrite: bool = False
+        self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False
     ) -> bool:
         ...  # create only if absent; ``overwrite``: replace a torn file (single-writer mode)
 
-    def read_tail(self, relpath: str, size: int) -> bytes:
-        ...  # the last ``size`` bytes (all of a smaller file)
+    def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
+        ...  # the file's size and its last ``size`` bytes (all of a smaller file)
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
         ...  # rel, size, mtime
@@ -258,13 +265,14 @@ class LocalStore(Store):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(self._p(relpath), target)
 
-    def read_tail(self, relpath: str, size: int) -> bytes:
+    def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
         with open(self._p(relpath), "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - size))
-            return f.read()
+            total = os.fstat(f.fileno()).st_size
+            f.seek(max(0, total - size))
+            return total, f.read()
 
     def publish(
-        self, relpath: str, data: bytes, crash: Any = None, overwrite: bool = False
+        self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False
     ) -> bool:
         final = self._p(relpath)
         if overwrite:
@@ -275,7 +283,8 @@ class LocalStore(Store):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                for chunk in chunks(data):
+                    f.write(chunk)
                 f.flush()
                 os.fsync(f.fileno())
             if crash:
@@ -408,12 +417,13 @@ class FsspecStore(Store):
     def move(self, relpath: str, to: str) -> None:
         self.fs.mv(self._p(relpath), self._p(to))
 
-    def read_tail(self, relpath: str, size: int) -> bytes:
+    def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
         path = self._p(relpath)
-        return self.fs.cat_file(path, start=max(0, self.fs.size(path) - size))
+        total = self.fs.size(path)
+        return total, self.fs.cat_file(path, start=max(0, total - size))
 
     def publish(
-        self, relpath: str, data: bytes, crash: Any = None, overwrite: bool = False
+        self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False
     ) -> bool:
         path = self._p(relpath)
         if crash:
@@ -424,19 +434,22 @@ class FsspecStore(Store):
             with _memory_lock:  # the memory store is this process's: a lock makes it atomic
                 if self.fs.exists(path):
                     return False
-                self.fs.pipe_file(path, data)
+                self.fs.pipe_file(path, b"".join(chunks(data)))
                 return True
         if self.protocol in CONDITIONAL_CREATE:
             try:
                 with self.fs.open(path, "xb") as f:  # the store refuses if the name exists
-                    f.write(data)
+                    for chunk in chunks(data):
+                        f.write(chunk)
             except FileExistsError:
                 return False
             return True
         # single-writer mode (checked by the sink): no concurrent writer can race this check
         if self.fs.exists(path):
             return False
-        self.fs.pipe_file(path, data)
+        with self.fs.open(path, "wb") as f:
+            for chunk in chunks(data):
+                f.write(chunk)
         return True
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
