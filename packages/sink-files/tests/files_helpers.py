@@ -68,7 +68,9 @@ def synthesize_history(
     def file_lines(log_id: int) -> list[str]:
         return [
             FileEntry(
-                store.uri(f"part-{p:05d}-{log_id:032x}-{log_id * files_per_batch + p}-c000.snappy.parquet"),
+                store.uri(
+                    f"part-{p:05d}-{log_id:032x}-{log_id * files_per_batch + p}-c000.snappy.parquet"
+                ),
                 40_000_000,
                 int(mtime(log_id) * 1000),
             ).to_line()
@@ -77,9 +79,7 @@ def synthesize_history(
 
     def proof_line(log_id: int) -> str:
         proof = Proof(writer, log_id, query, rows=2_000_000, committed_at=mtime(log_id))
-        return ProofEntry(proof, f"{log_id:032x}", log_id, "parquet", (), "append").to_line(
-            log_uri
-        )
+        return ProofEntry(proof, f"{log_id:032x}", log_id, "parquet", (), "append").to_line(log_uri)
 
     compacts = [i for i in range(batches) if (i + 1) % interval == 0]
     latest_compact = compacts[-1] if compacts else -1
@@ -92,7 +92,9 @@ def synthesize_history(
             proofs = [proof_line(i) for i in range(max(0, log_id - 9), log_id + 1)]
             data = render(proofs, lines, b"", closing_line(log_id, log_uri))
         elif log_id > latest_compact:
-            data = render([proof_line(log_id)], file_lines(log_id), b"", closing_line(log_id, log_uri))
+            data = render(
+                [proof_line(log_id)], file_lines(log_id), b"", closing_line(log_id, log_uri)
+            )
         else:  # a stand-in: never read, only listed, aged and deleted
             data = render([proof_line(log_id)], [], b"", closing_line(log_id, log_uri))
         path = os.path.join(log_dir, log_name(log_id, compact))

@@ -67,10 +67,10 @@ class FilesOptions:
     own file writer, the fastest; a local or shared path and classic Spark), ``arrow`` (this
     package's Arrow writers on the executors, any fsspec URL, ``target_file_size`` and
     ``row_group_size`` honoured) or ``auto`` (default: ``spark`` where it can, else ``arrow``).
-    The data-source front door always uses ``arrow``. ``manifest_scheme``: the scheme of the
-    paths the manifest lists, for the Hadoop filesystem Spark's readers use (default: ``s3a``
-    for S3, ``gs`` for GCS, ``abfss`` for Azure, the URL's own otherwise; e.g. ``s3`` for
-    EMRFS, ``abfs`` or ``wasbs`` for Azure).
+    The data-source front door always uses ``arrow``. ``manifest_scheme``: for a URL path, the
+    scheme of the paths the manifest lists, for the Hadoop filesystem Spark's readers use
+    (default: ``s3a`` for S3, ``gs`` for GCS, ``abfss`` for Azure, the URL's own otherwise;
+    e.g. ``s3`` for EMRFS, ``abfs`` or ``wasbs`` for Azure). Local paths are always ``file:``.
     """
 
     path: str = attrs.field(converter=_location)

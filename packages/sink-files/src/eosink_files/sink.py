@@ -9,8 +9,10 @@
   file entries **and** its proof line, in one atomic create-if-absent. A lost race re-reads the
   log: the winner's proof of this batch makes the attempt ``AlreadyCommitted``; another
   writer's commit just moves this one to the next id.
+  Before that it checks that every file it lists is there with its reported size.
 * ``is_committed`` reads the proofs from the log files Spark's reader would read (the latest
-  compact, which carries every writer's latest proofs, and the deltas after it).
+  compact, which carries every writer's latest proofs, and the deltas after it), through the
+  view of the log kept between batches (:mod:`eosink_files.log_view`).
 * ``abort`` removes the attempt's files unless the log lists them.
 """
 
@@ -183,7 +185,8 @@ class FilesSink(eosink.Sink):
     def _check_readable(self, ctx: BatchContext, written: list[WrittenFile]) -> None:
         """Refuse to publish files the driver cannot read with the size a writer reported.
 
-        One listing per folder. Catches files deleted before their commit (a ``cleanup`` with
+        One listing per folder (one ``stat`` per file on local disks, where a listing would
+        cost the whole folder). Catches files deleted before their commit (a ``cleanup`` with
         a short age) and files written where the driver cannot see them (an executor's own
         memory or local disk): a proof over them would make readers fail or lose the batch.
         """
@@ -297,9 +300,7 @@ class FilesSink(eosink.Sink):
                     view.folder.check_folder()
                 if self._publish(ctx, state, proof, view, file_lines):
                     crash_point("commit:manifest-published")
-                    removed = view.expire(self.options.log_cleanup_delay_s)
-                    if removed:
-                        log.debug("files.log_expired", removed=removed)
+                    self._expire(view)
                     return
                 log.info(
                     "files.commit_race", writer=ctx.writer_id, batch=ctx.batch_id, entry=view.latest
@@ -324,7 +325,9 @@ class FilesSink(eosink.Sink):
                 f"writer (entry {done.log_id})"
             )
         files = view.window()
-        log_id, compact, fillers = placement(files, view.latest + 1, ctx.mode, opts.compact_interval)
+        log_id, compact, fillers = placement(
+            files, view.latest + 1, ctx.mode, opts.compact_interval
+        )
         for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
             empty = render([], [])
             if not store.publish(f"{LOG_DIR}/{filler}", empty, overwrite=filler == view.torn):
@@ -364,6 +367,16 @@ class FilesSink(eosink.Sink):
             )
         view.record(record)
         return True
+
+    def _expire(self, view: LogView) -> None:
+        """Delete a few obsolete log files; best effort (the next commit carries on)."""
+        try:
+            removed = view.expire(self.options.log_cleanup_delay_s)
+        except Exception as exc:  # noqa: BLE001 - the batch is committed; never fail it here
+            log.warning("files.log_expire_failed", error=type(exc).__name__)
+            return
+        if removed:
+            log.debug("files.log_expired", removed=removed)
 
     @hookimpl
     def abort(self, ctx: BatchContext, state: FilesState | None, messages: list[Any]) -> None:

@@ -179,9 +179,7 @@ class Store:
     def move(self, relpath: str, to: str) -> None:
         ...  # rename within the folder; parent folders of ``to`` are created
 
-    def publish(
-        self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False
-    ) -> bool:
+    def publish(self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False) -> bool:
         ...  # create only if absent; ``overwrite``: replace a torn file (single-writer mode)
 
     def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
@@ -271,9 +269,7 @@ class LocalStore(Store):
             f.seek(max(0, total - size))
             return total, f.read()
 
-    def publish(
-        self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False
-    ) -> bool:
+    def publish(self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False) -> bool:
         final = self._p(relpath)
         if overwrite:
             self.delete(relpath)
@@ -422,9 +418,7 @@ class FsspecStore(Store):
         total = self.fs.size(path)
         return total, self.fs.cat_file(path, start=max(0, total - size))
 
-    def publish(
-        self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False
-    ) -> bool:
+    def publish(self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False) -> bool:
         path = self._p(relpath)
         if crash:
             crash()
