@@ -89,3 +89,20 @@ def test_memory_store_is_fine_in_one_process(memory_url):
     for var in ("PYTHON_WORKER_FACTORY_SECRET", "SPARK_PYTHON_RUNTIME"):
         assert var not in os.environ
     assert run(FilesSink(path=memory_url), 0).status == "committed"
+
+
+def test_commit_refuses_rows_without_files(tmp_path):
+    # Spark's writer (the spark engine) wrote the rows on the executors' own disks: the driver
+    # moved no file of them into the folder, yet the batch counted rows
+    import pyarrow as pa
+
+    from eosink import Proof
+    from eosink_files.sink import FilesMessage
+
+    out = str(tmp_path / "out")
+    sink = FilesSink(path=out)
+    ctx = BatchContext("files", "w", 0, query_id="q1")
+    state = sink.init(ctx, pa.schema([("id", pa.int64())]))
+    with pytest.raises(UnreadableFilesError, match="5 row.* but no file"):
+        sink.commit(ctx, state, [FilesMessage(files=(), rows=5)], Proof("w", 0, "q1", rows=5))
+    assert committed_files(out) == []

@@ -182,7 +182,7 @@ class FilesSink(eosink.Sink):
                 "or, if exactly one query at a time writes this folder, set single_writer=true."
             )
 
-    def _check_readable(self, ctx: BatchContext, written: list[WrittenFile]) -> None:
+    def _check_readable(self, ctx: BatchContext, written: list[WrittenFile], rows: int) -> None:
         """Refuse to publish files the driver cannot read with the size a writer reported.
 
         One listing per folder (one ``stat`` per file on local disks, where a listing would
@@ -190,6 +190,14 @@ class FilesSink(eosink.Sink):
         a short age) and files written where the driver cannot see them (an executor's own
         memory or local disk): a proof over them would make readers fail or lose the batch.
         """
+        if rows and not written:  # the spark engine moved none of the files Spark wrote
+            raise UnreadableFilesError(
+                f"{ctx.label}: refusing to commit {rows} row(s) but no file: the driver found "
+                "none of the files Spark's writer wrote, so the executors wrote them where the "
+                "driver cannot see them (a local path that is not one folder shared by every "
+                "machine). Write to a shared folder, or an object store with engine='arrow'. "
+                "Nothing was published."
+            )
         by_folder: dict[str, dict[str, int]] = {}
         for f in written:
             folder, _, name = f.relpath.rpartition("/")
@@ -289,7 +297,7 @@ class FilesSink(eosink.Sink):
         self._check_publishable()
         store, view = self._store(), self._view()
         written = [f for m in messages if m is not None for f in m.files]
-        self._check_readable(ctx, written)
+        self._check_readable(ctx, written, sum(m.rows for m in messages if m is not None))
         file_lines = [
             FileEntry(store.uri(f.relpath), f.size, f.modification_time).to_line() for f in written
         ]
