@@ -13,10 +13,8 @@ file per micro-batch) is written, in one Spark session, by:
   default engine, which lets Spark's own writer stage the files;
 * ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``.
 
-Then, without Spark: the per-batch exactly-once overhead (``is_committed`` + ``commit`` of a
-batch of 2 files, median) and the commit time at batch 10 vs batch 10,000 of a long synthetic
-history (log files made obsolete by compactions are expired as they would be after the
-cleanup delay).
+The per-batch exactly-once cost of the driver as the history grows is measured by
+``bench_log_cost.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -149,59 +146,6 @@ def run_spark(args, work: str) -> list[tuple[str, float | None]]:
     return [(name, min(times) if times else None) for name, times in results.items()]
 
 
-# -- the exactly-once overhead, without Spark -------------------------------------------------
-def overhead(work: str, history: int) -> dict[str, float]:
-    import logging
-
-    import structlog
-
-    from eosink import BatchContext
-    from eosink.model import Proof
-    from eosink_files.sink import FilesMessage, FilesSink
-    from eosink_files.writers import WrittenFile
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    out = os.path.join(work, "history")
-    sink = FilesSink(path=out, log_cleanup_delay_s=0)
-    messages = [
-        FilesMessage(
-            files=(
-                WrittenFile(
-                    f"part-{p:05d}-{'0' * 32}-0-c000.snappy.parquet", 40_000_000, 0, 1_000_000
-                ),
-            ),
-            rows=1_000_000,
-        )
-        for p in range(2)
-    ]
-    times: dict[int, float] = {}
-    compact_times: dict[int, float] = {}
-    for batch in range(history + 21):
-        ctx = BatchContext("files", "bench", batch, query_id="q")
-        began = time.perf_counter()
-        assert sink.is_committed(ctx) is None
-        state = sink.init(ctx, pa.schema([("id", pa.int64())]))
-        sink.commit(ctx, state, messages, Proof("bench", batch, "q", rows=2_000_000))
-        elapsed = (time.perf_counter() - began) * 1000
-        times[batch] = elapsed
-        if (batch + 1) % 10 == 0:
-            compact_times[batch] = elapsed
-
-    def window(start: int) -> list[float]:
-        return [times[b] for b in range(start, start + 20)]
-
-    early, late = statistics.median(window(10)), statistics.median(window(history))
-    return {
-        "median_overhead_ms": statistics.median(times.values()),
-        "early_ms": early,
-        "late_ms": late,
-        "ratio": late / early,
-        "compact_early_ms": compact_times[19],
-        "compact_late_ms": compact_times[max(b for b in compact_times if b < history + 20)],
-        "log_files": len(os.listdir(os.path.join(out, "_spark_metadata"))),
-    }
-
-
 def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
@@ -227,52 +171,33 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000,
         help="spark.sql.execution.arrow.maxRecordsPerBatch",
     )
-    parser.add_argument(
-        "--history", type=int, default=10_000, help="batches of the synthetic log history"
-    )
-    parser.add_argument("--skip-spark", action="store_true")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="eosink-files-bench-")
     try:
         total = args.batches * args.rows
-        if not args.skip_spark:
-            results = run_spark(args, work)
-            by = dict(results)
-            rows = []
-            for name, secs in results:
-                if secs is None:
-                    rows.append((name, "n/a", "n/a", "n/a", "n/a"))
-                    continue
-                rate = total / secs
-                rows.append(
-                    (
-                        name,
-                        f"{secs:.1f}",
-                        f"{rate / 1e6:.2f}M",
-                        f"{by['spark parquet'] / secs:.2f}x" if by.get("spark parquet") else "",
-                        f"{by['noop'] / secs:.2f}x" if by.get("noop") else "",
-                    )
+        results = run_spark(args, work)
+        by = dict(results)
+        rows = []
+        for name, secs in results:
+            if secs is None:
+                rows.append((name, "n/a", "n/a", "n/a", "n/a"))
+                continue
+            rate = total / secs
+            rows.append(
+                (
+                    name,
+                    f"{secs:.1f}",
+                    f"{rate / 1e6:.2f}M",
+                    f"{by['spark parquet'] / secs:.2f}x" if by.get("spark parquet") else "",
+                    f"{by['noop'] / secs:.2f}x" if by.get("noop") else "",
                 )
-            print(
-                f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, "
-                f"local[{args.cores}], "
-                f"arrow batch {args.arrow_batch:,}, best of {args.repeat}"
             )
-            print_table(rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop"))
-        o = overhead(work, args.history)
-        print("\nexactly-once overhead per batch (is_committed + init + commit, 2 files), no Spark")
-        print_table(
-            [
-                ("median over the whole history", f"{o['median_overhead_ms']:.2f}"),
-                ("median, batches 10-29", f"{o['early_ms']:.2f}"),
-                (f"median, batches {args.history}-{args.history + 19}", f"{o['late_ms']:.2f}"),
-                ("ratio late / early", f"{o['ratio']:.2f}x"),
-                ("compaction commit at batch 19", f"{o['compact_early_ms']:.2f}"),
-                (f"compaction commit near batch {args.history}", f"{o['compact_late_ms']:.2f}"),
-                ("log files left in _spark_metadata", str(o["log_files"])),
-            ],
-            ("measure", "ms"),
+        print(
+            f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, "
+            f"local[{args.cores}], "
+            f"arrow batch {args.arrow_batch:,}, best of {args.repeat}"
         )
+        print_table(rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

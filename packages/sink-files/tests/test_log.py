@@ -82,8 +82,9 @@ def test_compaction_copies_entries_without_change(tmp_path):
     before = {f.uri for f in committed_files(out)}
     compact = open(os.path.join(out, "_spark_metadata", "9.compact")).read().splitlines()
     assert compact[0] == "v1"
-    proofs = [line for line in compact if line.startswith('{"eosink":')]
+    proofs = [line for line in compact if line.startswith('{"eosink":{"proof":')]
     assert len(proofs) == 10  # the latest proofs of the writer are carried forward
+    assert compact[-1].startswith('{"eosink":{"end":9}')  # the closing line
     assert len(before) == 20
 
 

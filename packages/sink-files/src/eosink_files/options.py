@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 
 import attrs
 
@@ -33,6 +34,11 @@ def _lower(value: object) -> str:
     return str(value).strip().lower()
 
 
+def _scheme(value: object) -> str | None:
+    text = "" if value is None else _lower(value)
+    return text or None
+
+
 def _compression(value: object) -> str | None:
     if value is None:
         return None
@@ -61,7 +67,10 @@ class FilesOptions:
     own file writer, the fastest; a local or shared path and classic Spark), ``arrow`` (this
     package's Arrow writers on the executors, any fsspec URL, ``target_file_size`` and
     ``row_group_size`` honoured) or ``auto`` (default: ``spark`` where it can, else ``arrow``).
-    The data-source front door always uses ``arrow``.
+    The data-source front door always uses ``arrow``. ``manifest_scheme``: for a URL path, the
+    scheme of the paths the manifest lists, for the Hadoop filesystem Spark's readers use
+    (default: ``s3a`` for S3, ``gs`` for GCS, ``abfss`` for Azure, the URL's own otherwise;
+    e.g. ``s3`` for EMRFS, ``abfs`` or ``wasbs`` for Azure). Local paths are always ``file:``.
     """
 
     path: str = attrs.field(converter=_location)
@@ -75,6 +84,7 @@ class FilesOptions:
     log_cleanup_delay_s: float = 600.0
     csv_header: bool = True
     engine: str = attrs.field(default="auto", converter=_lower)
+    manifest_scheme: str | None = attrs.field(default=None, converter=_scheme)
 
     def __attrs_post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -90,6 +100,13 @@ class FilesOptions:
         if self.engine not in ENGINES:
             raise ConfigurationError(
                 f"sink 'files': unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}"
+            )
+        if self.manifest_scheme is not None and not re.fullmatch(
+            r"[a-z][a-z0-9+.-]*", self.manifest_scheme
+        ):
+            raise ConfigurationError(
+                f"sink 'files': manifest_scheme {self.manifest_scheme!r} is not a URI scheme; "
+                "give one such as 's3a', 's3', 'gs' or 'abfss' (without '://')"
             )
         for name, value, low in (
             ("target_file_size", self.target_file_size, 1),

@@ -17,7 +17,7 @@ import attrs
 
 from eosink_files.log import LOG_DIR, ManifestError, reader_plan
 from eosink_files.options import FilesOptions
-from eosink_files.sink import SinkLog
+from eosink_files.log_view import LogFolder
 from eosink_files.store import Store, open_store
 
 
@@ -49,8 +49,8 @@ def _store(path: str) -> Store:
 def read_log(path: str, compact_interval: int = 10) -> LogState:
     """Read the log of the folder at ``path`` exactly as Spark's reader would."""
     store = _store(path)
-    sink_log = SinkLog(store, compact_interval)
-    files = sink_log.listing()
+    folder = LogFolder(store, compact_interval)
+    files = folder.listing()
     if not files:
         if not store.exists(LOG_DIR):
             raise ManifestError(
@@ -62,7 +62,7 @@ def read_log(path: str, compact_interval: int = 10) -> LogState:
     proofs = []
     seen: set[str] = set()
     for log_id, compact in reader_plan(files, compact_interval):
-        entry = sink_log.read(log_id, compact)
+        entry = folder.read(log_id, compact)
         proofs.extend(entry.proofs)
         for f in entry.files or ():
             uri = f["path"]
