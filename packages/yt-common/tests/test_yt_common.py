@@ -90,12 +90,21 @@ class SinkOptions(YtClientOptions):
 def test_client_options_are_shared_by_subclasses_and_parsed_from_spark_strings():
     options = options_from(
         SinkOptions,
-        {"proxy": "p", "path": "//t", "proxyDiscovery": "false", "clientConfig": '{"a": 1}',
-         "token": "secret-token"},
+        {
+            "proxy": "p",
+            "path": "//t",
+            "proxyDiscovery": "false",
+            "clientConfig": '{"a": 1}',
+            "token": "secret-token",
+        },
     )
     connection = options.connection(ping_failed_mode="pass")
     assert connection.config == {"ping_failed_mode": "pass", "a": 1}
-    assert (connection.proxy, connection.proxy_discovery, connection.token) == ("p", False, "secret-token")
+    assert (connection.proxy, connection.proxy_discovery, connection.token) == (
+        "p",
+        False,
+        "secret-token",
+    )
     assert "secret-token" not in repr(options) and "secret-token" not in repr(connection)
     assert pickle.loads(pickle.dumps(options)) == options
     with pytest.raises(ConfigurationError, match="JSON object"):

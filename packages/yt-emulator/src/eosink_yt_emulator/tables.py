@@ -198,7 +198,10 @@ class StaticTables:
             prev = key_of(last, schema.key_columns) if last is not None else None
             check_sorted(edges, schema.key_columns, schema.unique_keys, text, prev)
         self.cypress.write_state(
-            node, None, chunks=[GeneratedChunk(count, make_row)], chunks_mode="append",
+            node,
+            None,
+            chunks=[GeneratedChunk(count, make_row)],
+            chunks_mode="append",
             lock_mode="shared",
         )
 
