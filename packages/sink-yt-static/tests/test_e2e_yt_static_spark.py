@@ -59,8 +59,11 @@ def sink_options(url):
 
 
 def break_commits(emulator):
-    """Every move fails with a non-retriable error: the commit fails after the writes."""
-    emulator.faults.fail_next("move", kind="error", times=None, message="injected: disk on fire")
+    """Every sort and merge fails with a non-retriable error: the commit fails after the
+    writes (the keyed table sorts every batch)."""
+    emulator.faults.fail_next(
+        "start_operation", kind="error", times=None, message="injected: disk on fire"
+    )
 
 
 def forget_last_batch(checkpoint):

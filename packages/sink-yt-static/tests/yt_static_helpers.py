@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-STAGING_SUFFIXES = ("_tmp", "_sorted", "_merged")
+STAGING_SUFFIXES = ("_eosink_staging", "_tmp", "_sorted", "_merged")
 
 
 def read_rows(yt: Any, path: str) -> list[dict[str, Any]]:

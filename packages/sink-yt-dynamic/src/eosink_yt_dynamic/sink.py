@@ -28,7 +28,7 @@ import structlog
 
 import eosink
 from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
-from eosink_yt_common import YtConnection, client_config_option, retry_unit, yt_rows
+from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
 from eosink_yt_dynamic.keys import (
     KeyPlan,
     check_no_null_keys,
@@ -55,15 +55,13 @@ log = structlog.get_logger("eosink.yt_dynamic")
 YT_MAX_ROWS_PER_TRANSACTION = 100_000
 
 
-@attrs.frozen
-class YtDynamicOptions:
-    """Options of the ``yt-dynamic`` sink (Spark: ``.option("path", ...)``, case-insensitive)."""
+@attrs.frozen(kw_only=True)
+class YtDynamicOptions(YtClientOptions):
+    """Options of the ``yt-dynamic`` sink (Spark: ``.option("path", ...)``, case-insensitive);
+    ``proxy``, ``token``, ``proxy_discovery`` and ``client_config`` come from
+    :class:`eosink_yt_common.YtClientOptions`."""
 
-    proxy: str
     path: str
-    #: YT token; default: ``YT_TOKEN``, else ``~/.yt/token`` (read by the YT client). Never logged.
-    token: str | None = attrs.field(default=None, repr=False)
-    proxy_discovery: bool = True
     #: Output key column names of the source coordinates. SPYT's service columns
     #: ``__spyt_streaming_src_tablet_index``/``..._row_index`` are renamed to them on write.
     tablet_index_column: str = "tablet_index"
@@ -81,8 +79,6 @@ class YtDynamicOptions:
     progress_path: str | None = None
     #: Where tasks register their key runs; default ``<path>_eosink_keys``.
     keys_path: str | None = None
-    #: Extra YT client configuration (YT's config keys), a dict or its JSON text.
-    client_config: dict[str, Any] = attrs.field(factory=dict, converter=client_config_option)
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("//") and not self.path.startswith("<"):
