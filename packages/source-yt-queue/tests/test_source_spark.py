@@ -30,21 +30,30 @@ def stream(spark, emulator, **options):
     return reader.load(Q)
 
 
-def run_into_memory(df, name, checkpoint):
+def run_collecting(df, checkpoint):
+    """Run the stream to the end of what is available; the rows and per-batch sizes it got.
+
+    foreachBatch, not the memory sink: the memory sink cannot restart from a checkpoint."""
+    rows, sizes = [], []
+
+    def collect(batch, _batch_id):
+        got = batch.collect()
+        rows.extend(got)
+        sizes.append(len(got))
+
     query = (
-        df.writeStream.format("memory")
-        .queryName(name)
+        df.writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(120)
+    query.awaitTermination(180)
     if query.exception():
         raise query.exception()
-    return query
+    return rows, sizes
 
 
-def test_four_tablets_counted_exactly_with_a_row_limit_and_a_restart(spark, yt_emulator, tmp_path):
+def test_four_tablets_counted_exactly_and_a_restart(spark, yt_emulator, tmp_path):
     yt = yt_emulator.client()
     make_queue(yt, Q, tablets=4)
     for tablet in range(4):
@@ -52,20 +61,19 @@ def test_four_tablets_counted_exactly_with_a_row_limit_and_a_restart(spark, yt_e
     df = stream(spark, yt_emulator, includeServiceColumns="true", maxRowsPerTrigger=30)
     assert df.columns == ["id", "name", "amount", SPYT_TABLET_INDEX, SPYT_ROW_INDEX]
 
-    query = run_into_memory(df, "q1", tmp_path / "ckpt")
-    rows = spark.sql("select * from q1").collect()
+    rows, sizes = run_collecting(df, tmp_path / "ckpt")
     assert len(rows) == 106 and len({r.id for r in rows}) == 106
     assert {(r[SPYT_TABLET_INDEX], r[SPYT_ROW_INDEX]) for r in rows} == {
         (t, i) for t in range(4) for i in range(25 + t)
     }
     assert all(r.id == r[SPYT_TABLET_INDEX] * 1000 + r[SPYT_ROW_INDEX] for r in rows)
-    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert max(batches) <= 30 and sum(batches) == 106
+    # Under availableNow Spark 4.3 plans this Python source with ReadAllAvailable (one batch
+    # of 106), so maxRowsPerTrigger is checked by test_offsets only, not here.
+    assert sum(sizes) == 106
 
     # New rows, same checkpoint: only they are read.
     append(yt, Q, 2, 5000, 7)
-    run_into_memory(df, "q2", tmp_path / "ckpt")
-    rows = spark.sql("select * from q2").collect()
+    rows, _ = run_collecting(df, tmp_path / "ckpt")
     assert sorted(r.id for r in rows) == list(range(5000, 5007))
     assert {r[SPYT_ROW_INDEX] for r in rows} == set(range(27, 34))
 
@@ -75,17 +83,16 @@ def test_starting_offsets_latest_and_trimmed_rows_fail(spark, yt_emulator, tmp_p
     make_queue(yt, Q, tablets=2)
     append(yt, Q, 0, 0, 10)
     df = stream(spark, yt_emulator, startingOffsets="latest")
-    run_into_memory(df, "latest0", tmp_path / "ckpt")
-    assert spark.sql("select * from latest0").count() == 0
+    assert run_collecting(df, tmp_path / "ckpt")[0] == []
     append(yt, Q, 1, 100, 3)
-    run_into_memory(df, "latest1", tmp_path / "ckpt")
-    assert sorted(r.id for r in spark.sql("select * from latest1").collect()) == [100, 101, 102]
+    rows, _ = run_collecting(df, tmp_path / "ckpt")
+    assert sorted(r.id for r in rows) == [100, 101, 102]
 
     # Rows the query has not read are trimmed: the query fails, naming what was lost.
     append(yt, Q, 0, 10, 5)  # rows 10..14 of tablet 0
     yt.trim_rows(Q, 0, 12)
     with pytest.raises(Exception, match="trimmed"):
-        run_into_memory(df, "latest2", tmp_path / "ckpt")
+        run_collecting(df, tmp_path / "ckpt")
 
 
 def test_bad_paths_are_clear_errors(spark, yt_emulator):
