@@ -88,9 +88,12 @@ def write(
     """Write one partition of the batch; return a small picklable commit message.
 
     Runs on an executor, once per task attempt (Spark may run a task more than once: retries,
-    speculation). ``batches`` yields Arrow record batches of the schema given to ``init``;
-    consume it fully. ``attempt`` tells attempts of the same partition apart, so two attempts
-    never write the same staged object.
+    speculation, a resubmitted stage while the old stage's tasks still run). ``batches`` yields
+    Arrow record batches of the schema given to ``init``; consume it fully. ``attempt`` is the
+    task attempt's id (Spark's ``taskAttemptId``), unique among all attempts of the application:
+    name every staged object after it (with ``partition_id`` and the init state), so that no
+    attempt ever overwrites, truncates or deletes what another attempt staged. It is not a retry
+    counter: Spark's ``attemptNumber`` restarts at 0 when a stage is resubmitted.
 
     Returns a message describing what was staged (file names and sizes, a staging key, row
     counts): the driver's memory holds one per partition, so it must not hold the rows.

@@ -99,7 +99,11 @@ class Proof:
 
 @attrs.frozen
 class PartitionResult:
-    """What one executor task returns to the driver: the sink's message plus the core's counts."""
+    """What one executor task returns to the driver: the sink's message plus the core's counts.
+
+    ``attempt`` is the task attempt's id, unique among all attempts of the application (Spark's
+    ``taskAttemptId``), not Spark's ``attemptNumber``, which restarts at 0 in a resubmitted stage.
+    """
 
     partition_id: int
     attempt: int

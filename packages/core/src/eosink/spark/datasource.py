@@ -163,7 +163,7 @@ class _EosinkWriter:
                 pass
             return EosinkCommitMessage(ctx, prepared, None)
         result = WriteTask(self.sink, ctx, prepared.state, fingerprint=self.fingerprint != "off")(
-            task.partitionId(), task.attemptNumber(), batches
+            task.partitionId(), task.taskAttemptId(), batches  # unique per attempt, see executors
         )
         return EosinkCommitMessage(ctx, prepared, result)
 
