@@ -153,6 +153,22 @@ def abort(ctx: BatchContext, state: Any, messages: list[Any]) -> None:
     ``messages`` may contain ``None`` for tasks that failed; ``state`` may be ``None`` when
     ``init`` failed.
 
+    The rule: a ``commit`` that raised may have landed (its reply was lost, or it failed after
+    the atomic step), and ``abort`` may run in another process than ``commit`` (Spark's
+    data-source ``abort`` runs in a fresh worker with only the messages), more than once, and
+    late. So ``abort`` never trusts memory: it asks the target whether *this attempt's* commit
+    landed, and removes nothing if it did.
+
+    The pattern: ``init`` draws an attempt tag (a random id) and returns it in the state;
+    ``write`` names staged objects after the tag, ``partition_id`` and ``attempt``; ``commit``
+    records the tag with the proof, in the same atomic step. ``abort`` looks for its tag among
+    the proofs of this writer (``batch_id`` and later): found means "my commit landed", keep
+    everything; not found means no proof references its staged objects, so it may delete them.
+    The files and delta sinks do this (a store whose commit *moves* the staged data inside its
+    transaction has nothing staged left after a landed commit: ``examples/sink-sqlite``). The
+    conformance kit's
+    ``test_abort_after_landed_commit_keeps_published_data`` fails a sink that does not.
+
     Guarantees: errors raised here are logged and swallowed, never hiding the original failure.
     Must never delete or change anything a commit published: an attempt's staged objects that
     no proof references are the only things it may remove. Leftovers it cannot remove are
