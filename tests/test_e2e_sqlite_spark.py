@@ -202,3 +202,44 @@ def test_batch_job_versions_through_both_apis(spark, tmp_path):
     )
     assert statuses == ["committed", "skipped"]
     assert sorted(r["id"] for r in read_rows(target)) == [1, 1, 2, 2, 3, 3]
+
+
+@pytest.mark.parametrize("front_door", ["data_source", "foreach_batch"])
+def test_replay_with_other_data_is_detected_through_both_front_doors(spark, tmp_path, front_door):
+    """fingerprint=error: Spark replays batch 0 (its commit log entry is gone) over a source
+    file that changed meanwhile; both front doors must refuse the replay, not skip it."""
+    source = tmp_path / "in"
+    source.mkdir()
+    rows = [json.dumps({"id": i, "name": "x"}) for i in range(5)]
+    (source / "a.json").write_text("\n".join(rows) + "\n")
+    target = str(tmp_path / "out.db")
+    checkpoint = tmp_path / "ckpt"
+    eosink.register_data_sources(spark)
+    writer = eosink.foreach_batch(
+        eosink.sink("sqlite", path=target), writer_id="orders", fingerprint="error"
+    )
+
+    def start():
+        stream = spark.readStream.schema("id long, name string").json(str(source)).writeStream
+        if front_door == "data_source":
+            stream = (
+                stream.format("eosink-sqlite")
+                .option("writerId", "orders")
+                .option("path", target)
+                .option("fingerprint", "error")
+            )
+        else:
+            stream = stream.foreachBatch(writer)
+        return (
+            stream.option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    start().awaitTermination()
+    for name in ("0", ".0.crc"):  # as if the driver died before Spark recorded batch 0
+        (checkpoint / "commits" / name).unlink()
+    (source / "a.json").write_text(json.dumps({"id": 99, "name": "changed"}) + "\n")
+    with pytest.raises(StreamingQueryException, match="replayed batch differs"):
+        start().awaitTermination()
+    assert sorted(r["id"] for r in read_rows(target)) == list(range(5))
