@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from eosink_sqlite.sink import read_rows
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.faults import FaultPlugin
@@ -178,8 +179,10 @@ def test_new_checkpoint_on_old_output_fails_clearly(spark, tmp_path):
         )
 
     start("ckpt-1").awaitTermination()
-    with pytest.raises(StreamingQueryException, match="new writer id"):
+    with pytest.raises(StreamingQueryException, match="new writer id") as error:
         start("ckpt-2").awaitTermination()
+    # both checkpoints named: the proof records the query's checkpoint root
+    assert "ckpt-1" in str(error.value) and "ckpt-2" in str(error.value)
 
 
 def test_batch_job_versions_through_both_apis(spark, tmp_path):
@@ -243,3 +246,39 @@ def test_replay_with_other_data_is_detected_through_both_front_doors(spark, tmp_
     with pytest.raises(StreamingQueryException, match="replayed batch differs"):
         start().awaitTermination()
     assert sorted(r["id"] for r in read_rows(target)) == list(range(5))
+
+
+@pytest.mark.parametrize("output_mode", ["complete", "update"])
+def test_foreach_batch_refuses_an_output_mode_it_would_duplicate(spark, tmp_path, output_mode):
+    """An aggregation in complete (or update) mode hands every batch the result table (or its
+    changed rows): appending them, the default, would duplicate rows batch after batch."""
+    write_source(str(tmp_path / "in"))
+    target = str(tmp_path / "out.db")
+    counts = (
+        spark.readStream.schema("id long, name string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+        .groupBy((F.col("id") % 3).alias("k"))
+        .count()
+    )
+
+    def start(writer, checkpoint):
+        return (
+            counts.writeStream.outputMode(output_mode)
+            .foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    appending = eosink.foreach_batch(eosink.sink("sqlite", path=target), writer_id="counts")
+    with pytest.raises(StreamingQueryException, match=f"outputMode\\('{output_mode}'\\)"):
+        start(appending, "ckpt-1").awaitTermination()
+    assert read_rows(target) == []
+    if output_mode == "complete":  # the fix the error names
+        replacing = eosink.foreach_batch(
+            eosink.sink("sqlite", path=target), writer_id="counts", mode="complete"
+        )
+        start(replacing, "ckpt-2").awaitTermination()
+        held = sorted((r["k"], r["count"]) for r in read_rows(target))
+        assert held == [(0, 267), (1, 267), (2, 266)]

@@ -22,21 +22,76 @@ from eosink.spark.executors import arrow_schema, spark_run_writes
 log = structlog.get_logger("eosink")
 
 
-def _query_identity(df: Any) -> tuple[str | None, str | None]:
-    """The running query's id and checkpoint root, when this Spark tells them (classic does)."""
+@attrs.frozen
+class RunningQuery:
+    """What classic Spark tells a ``foreachBatch`` function about the query that calls it.
+
+    Spark Connect tells none of it: there the function runs in a Python worker of the server
+    that holds only a Connect session, so every field stays ``None``.
+    """
+
+    id: str | None = None
+    checkpoint: str | None = None
+    output_mode: str | None = None  # "append", "complete" or "update"
+
+
+def running_query(df: Any) -> RunningQuery:
+    """The id, checkpoint root and output mode of the streaming query that hands over ``df``."""
     try:
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        return None, None
-    checkpoint = None
-    for query in spark.streams.active:
-        if query.id == query_id:
-            try:
-                checkpoint = query._jsq.streamingQuery().resolvedCheckpointRoot()
-            except Exception:  # noqa: BLE001 - internal API; the query id is what matters
-                checkpoint = None
-    return query_id, checkpoint
+        return RunningQuery()
+    query = _find_query(spark, query_id) if query_id else None
+    if query is None:
+        return RunningQuery(query_id)
+    try:
+        execution = query._jsq.streamingQuery()  # internal API; the query id is what matters
+        return RunningQuery(
+            query_id, str(execution.resolvedCheckpointRoot()), str(execution.outputMode()).lower()
+        )
+    except Exception:  # noqa: BLE001
+        return RunningQuery(query_id)
+
+
+def _find_query(spark: Any, query_id: str) -> Any:
+    """The query by id. The batch's session is the query's clone, whose query manager is empty:
+    the query is registered with the session that started it."""
+    from pyspark.sql import SparkSession
+
+    for session in (spark, SparkSession.getActiveSession(), SparkSession._instantiatedSession):
+        query = session.streams.get(query_id) if session is not None else None
+        if query is not None:
+            return query
+    return None
+
+
+def check_output_mode(query_mode: str | None, mode: OutputMode) -> None:
+    """Refuse an output mode whose batches the sink's ``mode`` would duplicate or lose."""
+    if query_mode is None or query_mode == mode:
+        return
+    if query_mode == "complete":
+        why = (
+            "every batch is the whole result table, and mode='append' appends it again each "
+            "batch (duplicates). Pass foreach_batch(..., mode='complete') to replace the "
+            "target's content with each batch"
+        )
+    elif query_mode == "update":
+        why = (
+            "every batch holds the changed rows of the result table: appended, older versions "
+            "of a row stay; replacing the target with them loses the unchanged rows. Use "
+            "outputMode('complete') with foreach_batch(..., mode='complete'), or "
+            "outputMode('append')"
+        )
+    else:
+        why = (
+            "every batch holds only new rows, and mode='complete' replaces the target's content "
+            "with them (earlier batches are lost). Use mode='append', or outputMode('complete')"
+        )
+    raise ConfigurationError(
+        f"the query runs with outputMode('{query_mode}') but eosink writes with mode={mode!r}: "
+        f"{why}."
+    )
 
 
 @attrs.define
@@ -54,18 +109,19 @@ class ForeachBatchWriter:
     counts: dict[str, int] = attrs.field(factory=lambda: {"committed": 0, "skipped": 0})
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        query_id, checkpoint = _query_identity(df)
+        query = running_query(df)
+        check_output_mode(query.output_mode, self.mode)
         schema = arrow_schema(df)
         fan_out = len(self.sinks) > 1
         if fan_out:  # every sink reads the batch: compute it once
             df = df.persist()
         try:
-            self._run(df, int(batch_id), schema, query_id, checkpoint)
+            self._run(df, int(batch_id), schema, query)
         finally:
             if fan_out:
                 df.unpersist()
 
-    def _run(self, df: Any, batch_id: int, schema: Any, query_id: Any, checkpoint: Any) -> None:
+    def _run(self, df: Any, batch_id: int, schema: Any, query: RunningQuery) -> None:
         for sink in self.sinks:
             ctx = BatchContext(
                 sink=sink.name,
@@ -73,8 +129,8 @@ class ForeachBatchWriter:
                 batch_id=batch_id,
                 kind="stream",
                 mode=self.mode,
-                query_id=query_id,
-                checkpoint=checkpoint,
+                query_id=query.id,
+                checkpoint=query.checkpoint,
             )
             outcome = run_batch(
                 sink,
@@ -121,7 +177,10 @@ def foreach_batch(
 
     ``writer_id`` is required and must stay the same across restarts of the query: the skip
     rule is "batch <= last committed batch of this writer". ``mode="complete"`` replaces the
-    target's content with each batch (for sinks that support it). ``fingerprint="error"`` (or
+    target's content with each batch (for sinks that support it); it must match the query's
+    ``outputMode`` ("append" or "complete"), which classic Spark lets eosink check (an
+    ``update`` query is refused). Spark Connect does not tell the output mode: there the
+    ``mode`` given here is trusted. ``fingerprint="error"`` (or
     ``"warn"``) stores a row count and hash with each proof and checks replays against it.
     """
     return ForeachBatchWriter(
