@@ -110,15 +110,20 @@ def write_dataframe(ctx: BatchContext, state: Any, df: Any) -> Staged | None:
     Runs on the driver, once per attempt, after ``init``, in the front doors that hold the
     batch as a DataFrame (``foreach_batch`` and ``write_batch``; the data-source front door
     only sees Arrow batches, so there ``write`` runs). The core calls it only when no replay
-    fingerprint is asked for and no executor plugins wrap ``write`` (both need every row in
-    Python). Why it exists: handing rows from the JVM to Python as Arrow costs more than a
-    Spark writer spends on the whole write, so a sink whose store Spark can write (a file
-    format, a table format with a Spark writer) is faster letting Spark stage the data.
+    fingerprint is asked for (that needs every row in Python). Why it exists: handing rows from
+    the JVM to Python as Arrow costs more than a Spark writer spends on the whole write, so a
+    sink whose store Spark can write (a file format, a table format with a Spark writer) is
+    faster letting Spark stage the data.
+
+    How: stage through :func:`eosink.spark.stage_dataframe` (Spark writes the batch into a
+    staging folder of the attempt; the core counts the rows, and that count becomes the
+    proof's; executor plugins such as fault injection wrap its tasks), move the part files it
+    returns where ``commit`` expects them, and describe them in the message.
 
     Returns ``None`` to let the core run ``write`` on every partition (the default when no
     sink implements it), or a :class:`~eosink.model.Staged` holding one small picklable
-    commit message for the whole batch and the batch's row count; ``commit`` then receives
-    ``[staged.message]``.
+    commit message for the whole batch; ``commit`` then receives ``[staged.message]``. A
+    ``Staged`` without a staging the core observed is an error.
 
     Guarantees: the same as ``write``'s. Nothing staged is visible to readers before
     ``commit``, and a failure leaves only objects that ``abort`` or the sink's cleanup remove.

@@ -115,14 +115,15 @@ class PartitionResult:
 
 @attrs.frozen
 class Staged:
-    """What ``write_dataframe`` staged for the whole batch: one commit message and the row count.
+    """What ``write_dataframe`` staged for the whole batch: one commit message.
 
-    The core hands ``message`` to ``commit`` as the batch's only message, and ``rows`` becomes
-    the proof's row count.
+    The core hands ``message`` to ``commit`` as the batch's only message. The proof's row count
+    is the one the core observed while :func:`eosink.spark.stage_dataframe` wrote the batch;
+    ``rows``, if the sink gives it, is checked against that count.
     """
 
     message: Any
-    rows: int
+    rows: int | None = None
 
 
 @attrs.frozen

@@ -25,6 +25,7 @@ from eosink.fingerprint import counting
 from eosink.logs import PhaseLogger
 from eosink.model import BatchContext, BatchOutcome, Fingerprint, PartitionResult, Proof
 from eosink.registry import plugin_manager
+from eosink.staging import observing
 
 log = structlog.get_logger("eosink")
 
@@ -249,7 +250,8 @@ def run_batch(
     front doors, a plain loop in tests) and returns the partition results.
     ``executor_plugins`` must pickle: they are registered around ``write`` on the executors.
     ``df``, the batch as a DataFrame where the front door has one, is offered to the sink's
-    ``write_dataframe`` first (see :mod:`eosink.hookspecs` for when).
+    ``write_dataframe`` first (see :mod:`eosink.hookspecs` for when); the proof's row count
+    then comes from what :func:`eosink.spark.stage_dataframe` observed.
     """
     started = time.monotonic()
     pm = plugin_manager(sink, driver_plugins(plugins))
@@ -266,10 +268,12 @@ def run_batch(
             fingerprint=fingerprint != "off",
         )
         staged = None
-        if df is not None and fingerprint == "off" and not task.plugins:
-            staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
+        if df is not None and fingerprint == "off":
+            with observing(ctx, state, task.plugins) as observed:
+                staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
         if staged is not None:
-            results = [PartitionResult(0, 0, staged.rows, None, staged.message, state)]
+            rows = observed.rows_of(staged)  # the core's count, not the sink's
+            results = [PartitionResult(0, 0, rows, None, staged.message, state)]
         else:
             results = run_writes(task)
         return finish(pm, ctx, state, results, fingerprint=fingerprint != "off", started=started)

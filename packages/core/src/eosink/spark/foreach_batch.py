@@ -201,11 +201,13 @@ def write_batch(
     mode: OutputMode = "append",
     fingerprint: FingerprintMode = "off",
     plugins: Iterable[Any] = (),
+    executor_plugins: Iterable[Any] = (),
 ) -> list[BatchOutcome]:
     """Write a batch DataFrame exactly once per (writer id, version), like Delta's txnVersion.
 
     A version at or below the last one committed by ``writer_id`` is skipped (and logged);
-    another writer id writes independently. Returns one outcome per sink.
+    another writer id writes independently. Returns one outcome per sink. ``plugins`` wrap the
+    driver's phases, ``executor_plugins`` (picklable) every write task, as in ``foreach_batch``.
     """
     sinks = _checked(sinks, writer_id)
     if version is None or int(version) < 0:
@@ -231,6 +233,7 @@ def write_batch(
                 schema,
                 spark_run_writes(df),
                 plugins=plugins,
+                executor_plugins=executor_plugins,
                 fingerprint=fingerprint,
                 df=df,
             )
