@@ -1,5 +1,8 @@
 """Both front doors through Spark Connect: a local Connect server, a client in another process.
 
+On Connect a ``foreachBatch`` function cannot see its query's id; given the checkpoint, eosink
+reads it there, so a new checkpoint pointed at old output fails as loudly as on classic Spark.
+
 The client runs in a subprocess of its own because a process holds either a classic or a
 Connect session, and the other Spark tests share this process's classic one. The server's
 Python workers import eosink and the sinks from this test's environment (PYTHONPATH), as a
@@ -97,10 +100,26 @@ CLIENT = textwrap.dedent(
     df = spark.readStream.schema("id long, name string") \\
         .option("maxFilesPerTrigger", 1).json(source)
 
-    writer = eosink.foreach_batch(eosink.sink("sqlite", path=root + "/fb.db"), writer_id="orders")
-    for _ in range(2):  # the second run finds nothing new: Spark's own checkpoint at work
-        df.writeStream.foreachBatch(writer).option("checkpointLocation", root + "/ck-fb") \\
+    def foreach_batch(location, **identity):
+        writer = eosink.foreach_batch(
+            eosink.sink("sqlite", path=root + "/fb.db"), writer_id="orders", **identity
+        )
+        df.writeStream.foreachBatch(writer).option("checkpointLocation", location) \\
             .trigger(availableNow=True).start().awaitTermination()
+
+    def outcome(location, **identity):
+        try:
+            foreach_batch(location, **identity)
+        except Exception as error:
+            return str(error)
+        return "no error"
+
+    for _ in range(2):  # the second run finds nothing new: Spark's own checkpoint at work
+        foreach_batch(root + "/ck-fb", checkpoint=root + "/ck-fb")
+    # a new checkpoint pointed at this writer's output fails loudly, as on classic Spark
+    print("new checkpoint:", "new writer id" in outcome(root + "/ck-2", checkpoint=root + "/ck-2"))
+    # Connect does not tell the query's id: eosink asks for the checkpoint
+    print("no checkpoint:", "checkpoint=" in outcome(root + "/ck-3"))
 
     eosink.register_data_sources(spark)
     df.writeStream.format("eosink-sqlite").option("writerId", "orders") \\
@@ -130,6 +149,8 @@ def test_both_front_doors_through_spark_connect(connect_server, tmp_path):
         timeout=300,
     )
     assert run.returncode == 0 and "client done" in run.stdout, run.stderr[-3000:]
+    assert "new checkpoint: True" in run.stdout, run.stdout
+    assert "no checkpoint: True" in run.stdout, run.stdout
     for db in ("fb.db", "ds.db"):
         held = sorted(r["id"] for r in read_rows(str(tmp_path / db)))
         assert held == sorted(expected), f"{db}: {len(held)} rows; client log: {run.stderr[-3000:]}"

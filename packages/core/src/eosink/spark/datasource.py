@@ -16,15 +16,14 @@ the options, sharing only the commit messages. So the driver half of the protoco
 (``is_committed``, then skip or ``init``) runs when the planning worker pickles the writer
 (``__getstate__``), its outcome travels to the executors inside the writer and back to
 ``commit`` inside every commit message. The batch id is not given to ``streamWriter``: the
-offset log in the checkpoint (written before the batch runs) tells it, and every task checks
-it against the batch id Spark sets on the task.
+offset log in the checkpoint (written before the batch runs) tells it; every task checks it
+against the batch id Spark sets on the task, and ``commit`` against the ``batchId`` Spark passes.
+With ``fingerprint`` on, a batch already committed is not written again but counted and hashed
+by the tasks, and ``commit`` compares the replay with the stored proof, as ``foreach_batch`` does.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import posixpath
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +50,7 @@ from eosink.protocol import (
     prepare,
 )
 from eosink.registry import installed_sinks, plugin_manager, sink_from_options
+from eosink.spark.checkpoint import stream_position
 
 log = structlog.get_logger("eosink")
 
@@ -65,44 +65,6 @@ class EosinkCommitMessage(WriterCommitMessage):
     ctx: BatchContext
     prepared: Prepared
     result: PartitionResult | None
-
-
-def _read_text(path: str) -> str:
-    if "://" in path and not path.startswith("file:"):
-        import fsspec  # only for checkpoints outside the local filesystem
-
-        with fsspec.open(path.replace("s3a://", "s3://"), "r") as f:
-            return f.read()
-    with open(path.removeprefix("file:"), encoding="utf-8") as f:
-        return f.read()
-
-
-def _list_names(path: str) -> list[str]:
-    if "://" in path and not path.startswith("file:"):
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(path.replace("s3a://", "s3://"))
-        return [posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)]
-    return os.listdir(path.removeprefix("file:"))
-
-
-def stream_position(checkpoint: str) -> tuple[int, str | None]:
-    """The batch id Spark is running (latest offset log entry) and the query id of a checkpoint."""
-    try:
-        batches = [
-            int(n) for n in _list_names(posixpath.join(checkpoint, "offsets")) if n.isdigit()
-        ]
-    except FileNotFoundError:
-        batches = []
-    if not batches:
-        raise ConfigurationError(
-            f"checkpoint {checkpoint!r} holds no offset log: set checkpointLocation on the query"
-        )
-    try:
-        query_id = json.loads(_read_text(posixpath.join(checkpoint, "metadata"))).get("id")
-    except (OSError, ValueError):
-        query_id = None
-    return max(batches), query_id
 
 
 class _EosinkWriter:

@@ -17,6 +17,7 @@ import structlog
 from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
+from eosink.spark.checkpoint import query_id_of
 from eosink.spark.executors import arrow_schema, spark_run_writes
 
 log = structlog.get_logger("eosink")
@@ -33,6 +34,7 @@ class RunningQuery:
     id: str | None = None
     checkpoint: str | None = None
     output_mode: str | None = None  # "append", "complete" or "update"
+    connect: bool = False  # a Spark Connect session: nothing above is known
 
 
 def running_query(df: Any) -> RunningQuery:
@@ -41,7 +43,7 @@ def running_query(df: Any) -> RunningQuery:
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        return RunningQuery()
+        return RunningQuery(connect=True)
     query = _find_query(spark, query_id) if query_id else None
     if query is None:
         return RunningQuery(query_id)
@@ -52,6 +54,36 @@ def running_query(df: Any) -> RunningQuery:
         )
     except Exception:  # noqa: BLE001
         return RunningQuery(query_id)
+
+
+def _query_identity(df: Any) -> tuple[str | None, str | None]:
+    """The running query's id and checkpoint root (kept for ``eosink_delta.spark``)."""
+    query = running_query(df)
+    return query.id, query.checkpoint
+
+
+def declared_query(checkpoint: str | None, writer_id: str) -> RunningQuery:
+    """The query identity a ``foreachBatch`` on Spark Connect is told: its checkpoint's.
+
+    Connect does not hand the query's id to the function, and without it a new checkpoint
+    pointed at this writer's output would silently skip every batch up to the old one. The
+    checkpoint's ``metadata`` holds the id; the function runs next to Spark's driver, which
+    wrote it, so it can read it.
+    """
+    if not checkpoint:
+        raise ConfigurationError(
+            f"writer {writer_id!r}: on Spark Connect eosink cannot see which query runs the "
+            "batch, so it could not tell a new checkpoint pointed at this output from a "
+            "restart. Pass the query's checkpoint: foreach_batch(..., checkpoint=<the "
+            "checkpointLocation of the query>)"
+        )
+    query_id = query_id_of(checkpoint)
+    if query_id is None:
+        raise ConfigurationError(
+            f"writer {writer_id!r}: checkpoint {checkpoint!r} holds no query metadata; pass the "
+            "checkpointLocation the query runs with"
+        )
+    return RunningQuery(query_id, checkpoint)
 
 
 def _find_query(spark: Any, query_id: str) -> Any:
@@ -104,12 +136,16 @@ class ForeachBatchWriter:
     fingerprint: FingerprintMode = "off"
     plugins: tuple[Any, ...] = ()
     executor_plugins: tuple[Any, ...] = ()
+    #: the query's checkpointLocation; read only on Spark Connect, which does not tell the query
+    checkpoint: str | None = None
     #: The most recent outcomes (bounded: a stream runs for ever), and counts of all of them.
     outcomes: deque[BatchOutcome] = attrs.field(factory=lambda: deque(maxlen=1000))
     counts: dict[str, int] = attrs.field(factory=lambda: {"committed": 0, "skipped": 0})
 
     def __call__(self, df: Any, batch_id: int) -> None:
         query = running_query(df)
+        if query.connect:
+            query = declared_query(self.checkpoint, self.writer_id)
         check_output_mode(query.output_mode, self.mode)
         schema = arrow_schema(df)
         fan_out = len(self.sinks) > 1
@@ -172,6 +208,7 @@ def foreach_batch(
     fingerprint: FingerprintMode = "off",
     plugins: Iterable[Any] = (),
     executor_plugins: Iterable[Any] = (),
+    checkpoint: str | None = None,
 ) -> ForeachBatchWriter:
     """The function for ``df.writeStream.foreachBatch(...)`` that writes into ``sinks``.
 
@@ -180,8 +217,11 @@ def foreach_batch(
     target's content with each batch (for sinks that support it); it must match the query's
     ``outputMode`` ("append" or "complete"), which classic Spark lets eosink check (an
     ``update`` query is refused). Spark Connect does not tell the output mode: there the
-    ``mode`` given here is trusted. ``fingerprint="error"`` (or
-    ``"warn"``) stores a row count and hash with each proof and checks replays against it.
+    ``mode`` given here is trusted. Nor does it tell the query's id, which eosink records with
+    every proof to refuse a new checkpoint pointed at old output: on Connect pass
+    ``checkpoint=`` (the query's ``checkpointLocation``), where eosink reads the id.
+    ``fingerprint="error"`` (or ``"warn"``) stores a row count and hash with each proof and
+    checks replays against it.
     """
     return ForeachBatchWriter(
         sinks=_checked(sinks, writer_id),
@@ -190,6 +230,7 @@ def foreach_batch(
         fingerprint=fingerprint,
         plugins=tuple(plugins),
         executor_plugins=tuple(executor_plugins),
+        checkpoint=checkpoint,
     )
 
 
