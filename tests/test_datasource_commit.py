@@ -44,7 +44,9 @@ def task_messages(planning, partitions):
     messages = []
     for partition_id, ids in enumerate(partitions):
         batch = pa.record_batch({"id": pa.array(ids, pa.int64())})
-        result = WriteTask(shipped.sink, ctx, prepared.state)(partition_id, 100 + partition_id, iter([batch]))
+        result = WriteTask(shipped.sink, ctx, prepared.state)(
+            partition_id, 100 + partition_id, iter([batch])
+        )
         messages.append(EosinkCommitMessage(ctx, prepared, result))
     return messages
 

@@ -234,9 +234,7 @@ def test_replay_with_other_data_is_detected_through_both_front_doors(spark, tmp_
         else:
             stream = stream.foreachBatch(writer)
         return (
-            stream.option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
+            stream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
         )
 
     start().awaitTermination()

@@ -152,7 +152,9 @@ def test_executor_plugins_keep_the_dataframe_path():
     """Fault injection must reach the path production takes, not switch it off."""
     sink = DataFrameStagingSink(name=next(names))
     ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
-    outcome = run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}], executor_plugins=[object()])
+    outcome = run_batch(
+        sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}], executor_plugins=[object()]
+    )
     assert (outcome.status, outcome.rows) == ("committed", 1)
 
 

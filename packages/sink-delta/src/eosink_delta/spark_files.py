@@ -115,7 +115,9 @@ def stage(
     from pyspark.sql import functions as F
 
     checked = [c for c in plan.not_null if c in df.columns]
-    nulls = [F.sum(F.col(c).isNull().cast("long")).alias(f"nulls_{i}") for i, c in enumerate(checked)]
+    nulls = [
+        F.sum(F.col(c).isNull().cast("long")).alias(f"nulls_{i}") for i, c in enumerate(checked)
+    ]
     codec = options.compression.lower()
     moved: list[DeltaFile] = []
     try:
@@ -136,8 +138,12 @@ def stage(
                 target = partition_dir(partition_by, values) if partition_by else ""
                 relative = f"{target}/{name}" if target else name
                 os.makedirs(os.path.join(uri, target), exist_ok=True)
-                os.rename(os.path.join(uri, STAGING_DIR, attempt, f.relpath), os.path.join(uri, relative))
-                moved.append(_described(uri, relative, dict(zip(partition_by, values)), plan, options))
+                os.rename(
+                    os.path.join(uri, STAGING_DIR, attempt, f.relpath), os.path.join(uri, relative)
+                )
+                moved.append(
+                    _described(uri, relative, dict(zip(partition_by, values)), plan, options)
+                )
     except BaseException:
         for f in moved:
             try:

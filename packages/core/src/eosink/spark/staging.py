@@ -68,8 +68,7 @@ def stage_dataframe(
     observation = Observation()
     observed = _with_plugins(df).observe(observation, F.count(F.lit(1)).alias("rows"), *metrics)
     writer = (
-        observed.write.format(format)
-        .options(**dict(options or {}))
+        observed.write.format(format).options(**dict(options or {}))
         # no _SUCCESS marker: the sink's commit says what is committed
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
     )

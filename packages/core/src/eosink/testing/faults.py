@@ -31,7 +31,7 @@ _task = threading.local()
 
 @contextmanager
 def task_attempt(number: int) -> Iterator[None]:
-    """Run a task attempt in this thread as Spark's attempt ``number`` (see :func:`attempt_number`)."""
+    """Run a task attempt in this thread as Spark's attempt ``number`` (for ``attempt_number``)."""
     _task.number = number
     try:
         yield
