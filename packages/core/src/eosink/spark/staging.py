@@ -8,7 +8,9 @@ proof's), and the sink gets the part files with their sizes to move into place. 
 removed when the ``with`` block ends, whatever happens.
 
 Executor plugins of the run (fault injection in tests) wrap every task of the staging write,
-as they wrap ``write`` on the Arrow path, so a crash can hit this path half-way too.
+as they wrap ``write`` on the Arrow path, so a crash can hit this path half-way too. Their code
+after the ``yield`` runs before that task's rows reach Spark's writer (the rows are handed on
+lazily), not after them as on the Arrow path.
 """
 
 from __future__ import annotations
