@@ -52,6 +52,11 @@ class YtStaticOptions(YtClientOptions):
     sub_tx_timeout_s: float = 120.0
     #: How long a commit waits for the table's locks while another writer commits into it.
     lock_wait_timeout_s: float = 900.0
+    #: The longest a batch is kept alive from outside the process that runs it: through the
+    #: data-source door, from ``init`` in Spark's planning worker until ``commit``. A batch
+    #: running longer fails (MainTx expires ``main_tx_timeout_s`` later) and is retried; it
+    #: also bounds how long a dead query's MainTx can be kept alive.
+    keepalive_max_s: float = 6 * 3600.0
     #: Combine the batch's chunks when it is appended (one merge of the batch's rows).
     combine_chunks: bool = True
     #: Rows per ``write_table`` request of a PartTx.
@@ -67,6 +72,7 @@ class YtStaticOptions(YtClientOptions):
             "part_tx_timeout_s",
             "sub_tx_timeout_s",
             "lock_wait_timeout_s",
+            "keepalive_max_s",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"option {name}: give a positive number of seconds")

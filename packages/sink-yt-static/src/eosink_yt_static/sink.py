@@ -2,7 +2,7 @@
 
 ::
 
-    MainTx (driver; state_store.py)          kept alive by the batch's keeper (tx.py)
+    MainTx (driver; state_store.py)          kept alive by the batch's keeper (tx.py, keeper.py)
     |-- SubTx -> Init (staging.py)           create tmp.<attempt> in the writer's staging folder
     |-- PartTx (staging.py, one per task attempt, in parallel on the executors)
     |     `-- TableWriter                    append the partition's rows to tmp.<attempt>
@@ -32,7 +32,7 @@ import structlog
 import eosink
 from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point, hookimpl
 from eosink_yt_common import key_columns, retry_unit
-from eosink_yt_static import publish, staging, target
+from eosink_yt_static import keeper, publish, staging, target
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions
 from eosink_yt_static.staging import YtStaticMessage, YtStaticState
@@ -86,13 +86,13 @@ class YtStaticSink(eosink.Sink):
         cleanup = self.effective_cleanup(ctx)
         final_schema = target.final_schema(o.path, schema, current, cleanup, o.key_columns)
         main_tx, resumed = StateStore(o).begin(client, ctx)
-        txs.BatchKeeper.keep(o.connection(), main_tx, o.ping_period_s)
+        self._keep(main_tx, detached=keeper.in_spark_worker())
         try:
             attempt = uuid.uuid4().hex[:12]
             inherited = {k: current[k] for k in target.INHERITED_ATTRS if current and k in current}
             tmp = staging.init(client, o, ctx, main_tx, attempt, final_schema, inherited)
         except BaseException:
-            txs.BatchKeeper.release(main_tx)
+            self._release(main_tx)
             if not resumed:  # nothing but this attempt's work inside: nobody will commit it
                 with suppress(Exception):
                     txs.abort(client, main_tx)
@@ -138,12 +138,27 @@ class YtStaticSink(eosink.Sink):
         messages: list[YtStaticMessage],
         proof: Proof,
     ) -> None:
-        o = self.options
-        txs.BatchKeeper.keep(o.connection(), state.main_tx, o.ping_period_s)
+        self._keep(state.main_tx, detached=False)
         try:
             self._commit(ctx, state, messages, proof)
         finally:
-            txs.BatchKeeper.release(state.main_tx)
+            self._release(state.main_tx)
+
+    def _keep(self, main_tx: str, *, detached: bool) -> None:
+        """Keep the batch alive from this process (a thread) and, when this process is a
+        Spark worker that ends before the batch (``init`` in the data-source door), from a
+        detached keeper process too."""
+        o = self.options
+        txs.BatchKeeper.keep(o.connection(), main_tx, o.ping_period_s)
+        if detached:
+            keeper.start(
+                o.connection(), main_tx, o.ping_period_s, o.main_tx_timeout_s, o.keepalive_max_s
+            )
+
+    @staticmethod
+    def _release(main_tx: str) -> None:
+        txs.BatchKeeper.release(main_tx)
+        keeper.release(main_tx)
 
     def _commit(
         self, ctx: BatchContext, state: YtStaticState, messages: list[YtStaticMessage], proof: Proof
@@ -258,7 +273,7 @@ class YtStaticSink(eosink.Sink):
     def abort(self, ctx: BatchContext, state: YtStaticState | None, messages: list[Any]) -> None:
         if state is None:
             return
-        txs.BatchKeeper.release(state.main_tx)
+        self._release(state.main_tx)
         # Aborting MainTx removes its staging tables and PartTxs; what a commit published is
         # outside it (a committed MainTx cannot be aborted).
         if txs.abort(self.client(), state.main_tx):

@@ -105,6 +105,24 @@ def nested(client: Any, tx: str) -> list[str]:
         return [str(t) for t in client.get(f"#{tx}/@nested_transaction_ids") or []]
 
 
+def ping_tree(client: Any, main_tx: str) -> bool | None:
+    """Ping MainTx and every transaction directly nested in it (SubTxs, PartTxs, also those
+    whose task has returned): ``True`` when MainTx was pinged, ``False`` when it ended
+    (committed, aborted or expired), ``None`` when the ping failed otherwise."""
+    try:
+        ping(client, main_tx)
+        children = nested(client, main_tx)
+    except Exception as exc:  # noqa: BLE001 - the batch itself will report it
+        log.info("yt.ping_failed", tx=main_tx, error=type(exc).__name__)
+        return False if is_no_such_transaction(exc) else None
+    for child in children:
+        try:
+            ping(client, child)
+        except Exception as exc:  # noqa: BLE001 - e.g. committed meanwhile
+            log.debug("yt.ping_failed", tx=child, error=type(exc).__name__)
+    return True
+
+
 class BatchKeeper:
     """The one pinger of a batch: a driver thread that pings MainTx and every transaction
     directly nested in it (SubTxs, PartTxs, also those whose task has returned) each period,
@@ -112,6 +130,8 @@ class BatchKeeper:
 
     One per MainTx and process: ``init`` starts it, ``commit`` starts it again where it runs
     in another process (the data-source front door), ``commit`` and ``abort`` release it.
+    Between a planning worker's ``init`` and the ``commit``, :mod:`eosink_yt_static.keeper`
+    keeps the batch instead.
     """
 
     _live: dict[str, BatchKeeper] = {}
@@ -146,19 +166,8 @@ class BatchKeeper:
     def _run(self) -> None:
         client = self.connection.client()
         while not self._stop.wait(self.period_s):
-            try:
-                ping(client, self.main_tx)
-                children = nested(client, self.main_tx)
-            except Exception as exc:  # noqa: BLE001 - the batch itself will report it
-                log.info("yt.ping_failed", tx=self.main_tx, error=type(exc).__name__)
-                if is_no_such_transaction(exc):
-                    break  # MainTx ended: committed, aborted or expired
-                continue
-            for child in children:
-                try:
-                    ping(client, child)
-                except Exception as exc:  # noqa: BLE001 - e.g. committed meanwhile
-                    log.debug("yt.ping_failed", tx=child, error=type(exc).__name__)
+            if ping_tree(client, self.main_tx) is False:
+                break  # MainTx ended: committed, aborted or expired
         with self._guard:
             if self._live.get(self.main_tx) is self:
                 del self._live[self.main_tx]
