@@ -240,9 +240,16 @@ def partition_value(value: Any) -> str | None:
 
 
 def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> str:
-    """The Hive-style folder of a partition (``day=2024-01-01/...``), escaped for any store."""
+    """The Hive-style folder of a partition (``day=2024-01-01/...``), as delta-rs names it.
+
+    Names and values are percent-encoded except for RFC 3986's unreserved characters, so a
+    folder holds no space, ``:``, ``/``, ``=`` or non-ASCII character. This is the folder on
+    disk; the add action's path is that folder once more URI-encoded (``%`` becomes ``%25``),
+    which delta-rs does itself when it writes an ``AddAction`` (the add path a reader decodes,
+    as the Delta protocol says, is the folder on disk).
+    """
     parts = []
     for name, value in zip(columns, values):
-        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe=" -_.")
-        parts.append(f"{quote(name, safe='-_.')}={text}")
+        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe="")
+        parts.append(f"{quote(name, safe='')}={text}")
     return "/".join(parts)
