@@ -278,3 +278,32 @@ def test_already_committed_raised_by_commit_itself(path):
     state = sink.init(ctx=ctx, schema=rows(2).schema)
     with pytest.raises(AlreadyCommitted):
         sink.commit(ctx=ctx, state=state, messages=[], proof=Proof("w", 2))
+
+
+def age_log(path: str, days: float) -> None:
+    """Makes every commit JSON look ``days`` old: log cleanup judges by modification time."""
+    import glob
+    import os
+
+    then = time.time() - days * 86400
+    for name in glob.glob(f"{path}/_delta_log/*.json"):
+        os.utime(name, (then, then))
+
+
+def test_replay_is_skipped_after_log_retention_removed_its_commits(path):
+    """The txn survives in the checkpoint; the commits that carried it (and the proof) are gone."""
+    sink = DeltaSink(path=path)
+    for batch in range(3):
+        run(sink, batch)
+    run(sink, 0, writer_id="other")
+    DeltaTable(path).create_checkpoint()
+    age_log(path, 31)  # older than delta.logRetentionDuration's default of 30 days
+    DeltaTable(path).cleanup_metadata()
+    assert txns(path) == [("other", 0)]  # no commit JSON with a txn of "w" is left
+    assert DeltaTable(path).transaction_version("w") == 2
+    with structlog.testing.capture_logs() as events:
+        assert run(sink, 2).status == "skipped"
+        assert run(sink, 1).status == "skipped"
+    assert "delta.proof_without_details" in [e["event"] for e in events]
+    assert run(sink, 3).status == "committed"
+    assert len(ids(path)) == 25

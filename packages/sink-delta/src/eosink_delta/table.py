@@ -87,11 +87,13 @@ def proof_of_commit(commit_info: Mapping[str, Any]) -> Proof | None:
         return None
 
 
-def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> Proof | None:
+def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> tuple[Proof | None, bool]:
     """The stored proof of ``batch_id`` (if kept) else of ``last``, from the commit history.
 
     Reads the history newest first, in steps, and stops at the first proof of this writer at or
-    below ``batch_id``: versions only grow per writer, so nothing older can match.
+    below ``batch_id``: versions only grow per writer, so nothing older can match. Also says
+    whether the history it read is complete (reaches the table's first commit): log retention
+    removes old commit files, and with them the proofs, while the txn lives on in checkpoints.
     """
     latest: Proof | None = None
     seen, limit = 0, HISTORY_STEP
@@ -104,39 +106,46 @@ def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> Proof | 
             if latest is None and proof.batch_id == last:
                 latest = proof
             if proof.batch_id == batch_id:
-                return proof
+                return proof, True
             if proof.batch_id < batch_id:
-                return latest
+                return latest, True
         if len(history) < limit:
-            return latest
+            return latest, not history or history[-1].get("version") == 0
         seen, limit = len(history), limit * 2
 
 
-def committed_proof(uri: str, ctx: BatchContext) -> Proof | None:
-    """``is_committed`` of both engines: a fresh snapshot's txn decides, the history details it."""
-    table = open_table(uri)
+def committed_proof(uri: str, ctx: BatchContext, table: Any = None) -> Proof | None:
+    """``is_committed`` of both engines: the snapshot's txn decides, the history details it.
+
+    ``table`` is a fresh snapshot when the caller has one; else one is opened.
+    """
+    table = open_table(uri) if table is None else table
     if table is None:
         return None
     last = last_version(table, ctx.writer_id)
     if last is None or last < ctx.batch_id:
         return None
-    proof = find_proof(table, ctx.writer_id, ctx.batch_id, last)
+    proof, complete = find_proof(table, ctx.writer_id, ctx.batch_id, last)
     if proof is not None:
         return proof
-    if ctx.kind == "stream":
+    if ctx.kind == "stream" and complete:
         raise ForeignTransactionError(
             f"{ctx.label}: the Delta table at {uri} already records app id {ctx.writer_id!r} at "
             f"version {last}, but not from eosink (e.g. a Spark job with txnAppId="
-            f"{ctx.writer_id!r}, or its log entry has expired), so this stream would skip every "
-            f"batch up to {last}. To proceed: give this query a writer id no other job uses "
-            "(its rows are then added to what the table holds); or write to a new table."
+            f"{ctx.writer_id!r}), so this stream would skip every batch up to {last}. To "
+            "proceed: give this query a writer id no other job uses (its rows are then added to "
+            "what the table holds); or write to a new table."
         )
     log.info(
         "delta.proof_without_details",
         writer=ctx.writer_id,
         batch=ctx.batch_id,
         last=last,
-        reason="the txn's commit carries no eosink proof (another writer or an expired log entry)",
+        reason=(
+            "the txn's commit carries no eosink proof (a batch job of another tool)"
+            if complete
+            else "log retention removed the commits that carried the proof; the txn decides"
+        ),
     )
     return Proof(writer_id=ctx.writer_id, batch_id=last)
 
