@@ -11,8 +11,10 @@ never read). The result is a table delta-rs, and the sink, see as one with that 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import time
 
 import pyarrow as pa
@@ -23,10 +25,18 @@ from eosink import Proof
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 QUERY = "00000000-0000-4000-8000-00000000000a"
+LINKS_PER_SEED = 50_000
 
 
 def commit_file(path: str, version: int) -> str:
     return os.path.join(path, "_delta_log", f"{version:020d}.json")
+
+
+def age_log(path: str, days: float) -> None:
+    """Makes every log file look ``days`` old: log cleanup judges by modification time."""
+    then = time.time() - days * 86400
+    for name in glob.glob(os.path.join(path, "_delta_log", "0*")):
+        os.utime(name, (then, then))
 
 
 def synthesize(
@@ -42,20 +52,25 @@ def synthesize(
     """A table at version ``commits`` whose writer ``writer_id`` is at batch ``commits - 1``.
 
     Version 0 creates the table; version ``v >= 1`` holds batch ``v - 1`` of the writer with
-    ``files_per_commit`` one-row files. The last ``checkpoints`` multiples of
-    ``checkpoint_every`` get a checkpoint, as delta-rs' post-commit hook writes them.
+    ``files_per_commit`` one-row files. The last ``checkpoints`` versions due for a checkpoint every
+    ``checkpoint_every`` commits get one, as delta-rs' post-commit hook writes them.
     """
     DeltaTable.create(path, SCHEMA)
     seed = os.path.join(path, "_seed.parquet")
     pq.write_table(pa.table({"id": [0], "name": ["seed"]}, schema=SCHEMA), seed)
     size = os.path.getsize(seed)
     now = int(time.time() * 1000)
+    links = 0
     for version in range(1, commits + 1):
         batch = version - 1
         lines = []
         for n in range(files_per_commit):
             name = f"part-{n:05d}-history-{version}.snappy.parquet"
+            if links and links % LINKS_PER_SEED == 0:  # file systems cap one file's links
+                os.unlink(seed)
+                shutil.copyfile(os.path.join(path, name_before), seed)
             os.link(seed, os.path.join(path, name))
+            links, name_before = links + 1, name
             stats = {"numRecords": 1, "nullCount": {"id": 0, "name": 0}}
             add = {
                 "path": name,
@@ -80,7 +95,7 @@ def synthesize(
         with open(commit_file(path, version), "x") as f:
             f.write("\n".join(json.dumps(line) for line in lines) + "\n")
     os.unlink(seed)
-    last = commits - commits % checkpoint_every
-    for version in range(max(last - (checkpoints - 1) * checkpoint_every, 1), last + 1):
-        if version % checkpoint_every == 0:
-            DeltaTable(path, version=version).create_checkpoint()
+    # delta-rs checkpoints the commit whose version + 1 is a multiple of the interval.
+    due = [v for v in range(1, commits + 1) if (v + 1) % checkpoint_every == 0]
+    for version in due[-checkpoints:] if checkpoints else ():
+        DeltaTable(path, version=version).create_checkpoint()

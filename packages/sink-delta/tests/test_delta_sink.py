@@ -15,6 +15,7 @@ from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta import table as table_module
 from eosink_delta.sink import DeltaSink, read_table
 from delta_helpers import QUERY, log_actions, rows, run, txns
+from delta_history import age_log
 
 import eosink
 from eosink import AlreadyCommitted, BatchContext, Proof
@@ -206,35 +207,41 @@ def test_a_txn_with_last_updated_would_expire(tmp_path):
     assert DeltaTable(path).transaction_version("w") is None
 
 
-def test_concurrent_commit_by_the_same_writer_loses_cleanly(path, monkeypatch):
-    """Our attempt checks on a snapshot; another attempt commits the batch; delta-rs refuses ours.
+def commit_elsewhere(path: str, batch_id: int, writer_id: str = "w") -> None:
+    """Another process's attempt of the same batch, committed with delta-rs directly."""
+    proof = Proof(writer_id=writer_id, batch_id=batch_id, query_id=QUERY, rows=5)
+    write_deltalake(
+        path,
+        pa.Table.from_batches([rows(batch_id)]),
+        mode="append",
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(writer_id, batch_id)],
+            custom_metadata={table_module.PROOF_KEY: proof.to_json()},
+        ),
+    )
+
+
+def test_concurrent_commit_by_the_same_writer_loses_cleanly(path):
+    """Our commit checks the txn; another attempt commits the batch; delta-rs refuses ours.
 
     delta-rs would accept a second txn of the same app id on a fresh snapshot: the check in
     commit prevents that, and the window between check and commit is closed by delta-rs'
     conflict detection, which the sink turns into AlreadyCommitted.
     """
-    from eosink_delta import sink as sink_module
-
-    from eosink.protocol import WriteTask, driver_plugins, finish, prepare
-    from eosink.testing.local import LocalRunner
+    from eosink.crash import set_crash_handler
 
     sink = DeltaSink(path=path)
     run(sink, 0)
-    ctx = BatchContext(sink="delta", writer_id="w", batch_id=1, query_id=QUERY)
-    pm = plugin_manager(sink, driver_plugins(()))
-    state = prepare(pm, ctx, rows(1).schema).state
-    results = LocalRunner([[rows(1)]])(WriteTask(sink, ctx, state))
-    stale = DeltaTable(path)  # the snapshot our commit checks: batch 1 not there yet
-    assert run(DeltaSink(path=path), 1).status == "committed"  # the other attempt wins
-    real_open = sink_module.open_table
-    calls = []
 
-    def open_stale(uri):
-        calls.append(uri)
-        return stale if len(calls) == 1 else real_open(uri)
+    def race(point: str) -> None:
+        if point == "commit:checked":
+            commit_elsewhere(path, 1)
 
-    monkeypatch.setattr(sink_module, "open_table", open_stale)
-    outcome = finish(pm, ctx, state, results)
+    set_crash_handler(race)
+    try:
+        outcome = run(sink, 1)
+    finally:
+        set_crash_handler(None)
     assert outcome.status == "skipped"
     assert "concurrent commit" in outcome.reason
     assert txns(path) == [("w", 0), ("w", 1)]
@@ -278,16 +285,6 @@ def test_already_committed_raised_by_commit_itself(path):
     state = sink.init(ctx=ctx, schema=rows(2).schema)
     with pytest.raises(AlreadyCommitted):
         sink.commit(ctx=ctx, state=state, messages=[], proof=Proof("w", 2))
-
-
-def age_log(path: str, days: float) -> None:
-    """Makes every commit JSON look ``days`` old: log cleanup judges by modification time."""
-    import glob
-    import os
-
-    then = time.time() - days * 86400
-    for name in glob.glob(f"{path}/_delta_log/*.json"):
-        os.utime(name, (then, then))
 
 
 def test_replay_is_skipped_after_log_retention_removed_its_commits(path):

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import structlog
 
 from eosink import BatchContext, ConfigurationError, EosinkError, Proof
+from eosink_delta.snapshot import open_table
 
 log = structlog.get_logger("eosink.delta")
 
@@ -45,28 +46,27 @@ def is_delta_table(uri: str) -> bool:
     return DeltaTable.is_deltatable(uri)
 
 
-def open_table(uri: str) -> Any | None:
-    """A fresh handle on the table's latest snapshot, or ``None`` when there is no table."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
-
-    try:
-        return DeltaTable(uri)
-    except TableNotFoundError:
-        return None
-    except DeltaError:
-        try:
-            exists = DeltaTable.is_deltatable(uri)
-        except OSError:  # e.g. the path is a file
-            exists = False
-        if not exists:
-            return None
-        raise
-
-
 def last_version(table: Any, writer_id: str) -> int | None:
     """The latest batch (txn version) of ``writer_id`` in ``table``'s snapshot."""
     return table.transaction_version(writer_id)
+
+
+def post_commit_hooks(table: Any) -> Any:
+    """What delta-rs does after eosink's commit: checkpoints, and log cleanup with them only.
+
+    Checkpoints follow the table's ``delta.checkpointInterval`` (delta-rs' default hook).
+    Expired log files (``delta.logRetentionDuration``) are cleaned up when a checkpoint is due,
+    as Delta's own writer does: delta-rs would otherwise list the whole ``_delta_log`` after
+    every commit, a cost that grows with the log. Cleanup deletes only commits older than a
+    checkpoint, which carries every txn on, so no replay loses its evidence.
+    """
+    from deltalake.transaction import PostCommitHookProperties
+
+    config = table.metadata().configuration or {}
+    interval = int(config.get("delta.checkpointInterval", 100))
+    enabled = str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "true"
+    due = (table.version() + 2) % interval == 0  # the checkpoint delta-rs writes after ours
+    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=enabled and due)
 
 
 def proof_of_commit(commit_info: Mapping[str, Any]) -> Proof | None:
