@@ -32,6 +32,16 @@ def commit_file(path: str, version: int) -> str:
     return os.path.join(path, "_delta_log", f"{version:020d}.json")
 
 
+def copy_table(source: str, target: str) -> None:
+    """A copy to commit into: data files hard-linked (never rewritten), the log copied."""
+    os.makedirs(os.path.join(target, "_delta_log"))
+    for name in os.listdir(source):
+        if name != "_delta_log":
+            os.link(os.path.join(source, name), os.path.join(target, name))
+    for name in os.listdir(os.path.join(source, "_delta_log")):
+        shutil.copy2(os.path.join(source, "_delta_log", name), os.path.join(target, "_delta_log"))
+
+
 def age_log(path: str, days: float) -> None:
     """Makes every log file look ``days`` old: log cleanup judges by modification time."""
     then = time.time() - days * 86400
@@ -67,10 +77,11 @@ def synthesize(
         for n in range(files_per_commit):
             name = f"part-{n:05d}-history-{version}.snappy.parquet"
             if links and links % LINKS_PER_SEED == 0:  # file systems cap one file's links
-                os.unlink(seed)
-                shutil.copyfile(os.path.join(path, name_before), seed)
+                copy = f"{seed}.{links}"
+                shutil.copyfile(seed, copy)
+                os.replace(copy, seed)
             os.link(seed, os.path.join(path, name))
-            links, name_before = links + 1, name
+            links += 1
             stats = {"numRecords": 1, "nullCount": {"id": 0, "name": 0}}
             add = {
                 "path": name,

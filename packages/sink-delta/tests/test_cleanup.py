@@ -46,7 +46,10 @@ def test_cleanup_dry_run_then_delete(table):
     report = eosink_delta.cleanup(table, older_than_s=DAY)
     assert report.orphans == ("day=a/part-old.parquet",)
     assert report.staging == (os.path.join(table, "_eosink_staging", "killed"),)
-    assert not report.deleted and "would delete 1 orphan file(s), 1 staging folder(s)" in report.summary()
+    assert (
+        not report.deleted
+        and "would delete 1 orphan file(s), 1 staging folder(s)" in report.summary()
+    )
     assert os.path.exists(os.path.join(table, "day=a", "part-old.parquet"))
     assert os.path.exists(os.path.join(table, "_eosink_staging", "killed"))
 

@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from delta_helpers import QUERY, rows, run, txns
-from delta_history import age_log, commit_file, synthesize
+from delta_history import age_log, commit_file, copy_table, synthesize
 from eosink_delta import snapshot
 from eosink_delta.sink import DeltaSink
 from eosink_delta.table import PROOF_KEY
@@ -38,15 +38,7 @@ def history(tmp_path_factory):
 @pytest.fixture
 def path(history, tmp_path):
     copy = str(tmp_path / "table")
-    os.makedirs(copy)
-    for name in os.listdir(history):
-        if name != "_delta_log":
-            os.link(os.path.join(history, name), os.path.join(copy, name))
-    os.makedirs(os.path.join(copy, "_delta_log"))
-    for name in os.listdir(os.path.join(history, "_delta_log")):
-        with open(os.path.join(history, "_delta_log", name), "rb") as src:
-            with open(os.path.join(copy, "_delta_log", name), "wb") as dst:
-                dst.write(src.read())
+    copy_table(history, copy)
     return copy
 
 

@@ -42,9 +42,7 @@ class CleanupReport:
 
     def summary(self) -> str:
         verb = "deleted" if self.deleted else "would delete"
-        return (
-            f"{verb} {len(self.orphans)} orphan file(s), {len(self.staging)} staging folder(s)"
-        )
+        return f"{verb} {len(self.orphans)} orphan file(s), {len(self.staging)} staging folder(s)"
 
 
 def cleanup(
@@ -92,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
     args = parser.parse_args(argv)
-    report = cleanup(
-        args.path, older_than_s=args.older_than_hours * 3600, dry_run=not args.delete
-    )
+    report = cleanup(args.path, older_than_s=args.older_than_hours * 3600, dry_run=not args.delete)
     for relpath in report.orphans:
         print(("deleted  " if report.deleted else "orphan   ") + relpath)
     for folder in report.staging:

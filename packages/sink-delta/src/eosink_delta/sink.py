@@ -15,6 +15,10 @@
   committed".
 * ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
+
+The driver keeps one snapshot per table between batches (:mod:`eosink_delta.snapshot`):
+"fresh" means brought up to date with the commits since, not the table opened anew, so a
+batch costs the same on a table with a long history as on a new one.
 """
 
 from __future__ import annotations

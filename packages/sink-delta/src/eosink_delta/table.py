@@ -24,7 +24,6 @@ from urllib.parse import quote
 import structlog
 
 from eosink import BatchContext, ConfigurationError, EosinkError, Proof
-from eosink_delta.snapshot import open_table
 
 log = structlog.get_logger("eosink.delta")
 
@@ -114,14 +113,8 @@ def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> tuple[Pr
         seen, limit = len(history), limit * 2
 
 
-def committed_proof(uri: str, ctx: BatchContext, table: Any = None) -> Proof | None:
-    """``is_committed`` of both engines: the snapshot's txn decides, the history details it.
-
-    ``table`` is a fresh snapshot when the caller has one; else one is opened.
-    """
-    table = open_table(uri) if table is None else table
-    if table is None:
-        return None
+def committed_proof(uri: str, ctx: BatchContext, table: Any) -> Proof | None:
+    """``is_committed`` of both engines: a fresh snapshot's txn decides, the history details it."""
     last = last_version(table, ctx.writer_id)
     if last is None or last < ctx.batch_id:
         return None
