@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta import table as table_module
 from eosink_delta.sink import DeltaSink, read_table
-from delta_helpers import QUERY, log_actions, rows, run, txns
+from delta_helpers import QUERY, commit_elsewhere, log_actions, rows, run, txns
 from delta_history import age_log
 
 import eosink
@@ -205,20 +205,6 @@ def test_a_txn_with_last_updated_would_expire(tmp_path):
     )
     time.sleep(1.5)
     assert DeltaTable(path).transaction_version("w") is None
-
-
-def commit_elsewhere(path: str, batch_id: int, writer_id: str = "w") -> None:
-    """Another process's attempt of the same batch, committed with delta-rs directly."""
-    proof = Proof(writer_id=writer_id, batch_id=batch_id, query_id=QUERY, rows=5)
-    write_deltalake(
-        path,
-        pa.Table.from_batches([rows(batch_id)]),
-        mode="append",
-        commit_properties=CommitProperties(
-            app_transactions=[Transaction(writer_id, batch_id)],
-            custom_metadata={table_module.PROOF_KEY: proof.to_json()},
-        ),
-    )
 
 
 def test_concurrent_commit_by_the_same_writer_loses_cleanly(path):

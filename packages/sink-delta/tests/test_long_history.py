@@ -11,17 +11,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
-from deltalake.transaction import CommitProperties, Transaction
-from delta_helpers import QUERY, rows, run, txns
+from deltalake import DeltaTable
+from delta_helpers import commit_elsewhere, rows, run, txns
 from delta_history import age_log, commit_file, copy_table, synthesize
 from eosink_delta import snapshot
 from eosink_delta.sink import DeltaSink
-from eosink_delta.table import PROOF_KEY
 
-from eosink import Proof
 from eosink.crash import set_crash_handler
 
 COMMITS, FILES_PER_COMMIT = 1000, 10
@@ -45,20 +41,6 @@ def path(history, tmp_path):
 def new_ids(path: str) -> Counter:
     ids = DeltaTable(path).to_pyarrow_table().column("id").to_pylist()
     return Counter(i for i in ids if i != 0)  # the synthesized history's rows all have id 0
-
-
-def commit_elsewhere(path: str, batch_id: int, writer_id: str = "w") -> None:
-    """Another process's attempt of a batch, committed with delta-rs directly."""
-    proof = Proof(writer_id=writer_id, batch_id=batch_id, query_id=QUERY, rows=5)
-    write_deltalake(
-        path,
-        pa.Table.from_batches([rows(batch_id)]),
-        mode="append",
-        commit_properties=CommitProperties(
-            app_transactions=[Transaction(writer_id, batch_id)],
-            custom_metadata={PROOF_KEY: proof.to_json()},
-        ),
-    )
 
 
 def test_the_history_is_as_long_as_claimed(history):

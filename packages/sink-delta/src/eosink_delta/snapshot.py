@@ -1,12 +1,15 @@
 """One table snapshot per table, kept between batches and brought up to date incrementally.
 
-Opening a ``DeltaTable`` replays the whole log: the last checkpoint with every add action of
-the table, then the commits after it. That is O(files in the table), and a stream that opens
-the table anew in ``is_committed``, ``init`` and ``commit`` of every batch pays it three times
-a batch, more as the table grows. Instead the driver keeps one handle per table and calls
-``update_incremental()`` before each use: it reads only the commits since the handle's version,
-so the handle is as fresh as a new one (other writers' commits are seen) at the cost of the new
-commits alone.
+Opening a ``DeltaTable`` replays the log from its last checkpoint, which holds every add action
+of the table: O(files in the table). A stream that opened the table anew in ``is_committed``,
+``init`` and ``commit`` paid that three times a batch. Instead the driver keeps one handle per
+table: before a use that must be fresh, it probes whether a newer commit exists and, if so,
+calls ``update_incremental()``, which reads only the commits since the handle's version. The
+handle is then as fresh as a new one (other writers' commits are seen).
+
+What remains per batch is inside delta-rs: each update and each commit lists ``_delta_log``
+(on local disk the whole folder, so that cost follows the number of log files the table's
+``delta.logRetentionDuration`` keeps; see the README's "A long history").
 
 A handle is used under its table's lock: the txn check and the commit that follows it must see
 the same snapshot, and another thread's batch into the same table must not move it in between
