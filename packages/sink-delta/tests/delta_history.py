@@ -11,6 +11,7 @@ never read). The result is a table delta-rs, and the sink, see as one with that 
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -37,7 +38,12 @@ def copy_table(source: str, target: str) -> None:
     os.makedirs(os.path.join(target, "_delta_log"))
     for name in os.listdir(source):
         if name != "_delta_log":
-            os.link(os.path.join(source, name), os.path.join(target, name))
+            try:
+                os.link(os.path.join(source, name), os.path.join(target, name))
+            except OSError as exc:  # the file has as many links as the file system allows
+                if exc.errno != errno.EMLINK:
+                    raise
+                shutil.copyfile(os.path.join(source, name), os.path.join(target, name))
     for name in os.listdir(os.path.join(source, "_delta_log")):
         shutil.copy2(os.path.join(source, "_delta_log", name), os.path.join(target, "_delta_log"))
 
