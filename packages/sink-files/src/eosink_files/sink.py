@@ -161,7 +161,8 @@ class FilesSink(eosink.Sink):
     def _store(self) -> Store:
         store = self.__dict__.get("_store_cache")
         if store is None:
-            store = open_store(self.options.path, self.options.manifest_scheme)
+            opts = self.options
+            store = open_store(opts.path, opts.manifest_scheme, opts.storage_options)
             self.__dict__["_store_cache"] = store
         return store
 
@@ -171,6 +172,11 @@ class FilesSink(eosink.Sink):
     def _view(self) -> LogView:
         opts = self.options
         return view_of(self._store(), opts.compact_interval, opts.single_writer)
+
+    def _check_store(self) -> None:
+        """The checks of the store done before any batch reads or writes it (once per store)."""
+        self._check_publishable()
+        self._store().check_access(conditional=not self.options.single_writer)
 
     def _check_publishable(self) -> None:
         store = self._store()
@@ -227,6 +233,7 @@ class FilesSink(eosink.Sink):
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
+        self._check_store()
         view = self._view()
         with view.lock:
             view.refresh()
@@ -239,7 +246,7 @@ class FilesSink(eosink.Sink):
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> FilesState:
         opts = self.options
-        self._check_publishable()
+        self._check_store()
         if self._store().kind() == "memory" and in_spark_application():
             raise ConfigurationError(
                 "sink 'files': memory:// lives in one process, but Spark runs the write tasks "
