@@ -49,7 +49,6 @@ def test_storage_options_on_a_local_path_are_refused(tmp_path):
 
 
 def test_gcs_options_reach_gcsfs():
-    pytest.importorskip("gcsfs")
     sink = FilesSink(
         path="gs://bucket/out",
         storage_options={"token": "anon", "project": "p", "endpoint_url": "http://127.0.0.1:1"},
@@ -61,7 +60,6 @@ def test_gcs_options_reach_gcsfs():
 
 
 def test_azure_options_reach_adlfs():
-    pytest.importorskip("adlfs")
     sink = FilesSink(
         path="abfss://container@acct.dfs.core.windows.net/out",
         storage_options={"account_name": "acct", "account_key": "a2V5"},
