@@ -154,6 +154,10 @@ class Store:
     def exists(self, relpath: str = "") -> bool:
         ...
 
+    def existing(self, relpaths: list[str]) -> set[str]:
+        """Which of these files exist (object stores: one round trip for all)."""
+        return {r for r in relpaths if self.is_file(r)}
+
     def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
         ...  # (name, is_dir)
 
@@ -442,6 +446,21 @@ class FsspecStore(Store):
 
     def is_file(self, relpath: str = "") -> bool:
         return self.fs.isfile(self._p(relpath))
+
+    def existing(self, relpaths: list[str]) -> set[str]:
+        # The first byte of each, concurrently where the filesystem is asynchronous (s3fs,
+        # gcsfs, adlfs): one GET each, where exists() costs a HEAD and, for a missing key, a
+        # listing too. Only non-empty files are asked about (log files).
+        paths = [self._p(r) for r in relpaths]
+        got = self.fs.cat_ranges(paths, [0] * len(paths), [1] * len(paths), on_error="return")
+        out = set()
+        for relpath, result in zip(relpaths, got):
+            if isinstance(result, FileNotFoundError):
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            out.add(relpath)
+        return out
 
     def exists(self, relpath: str = "") -> bool:
         return self.fs.exists(self._p(relpath))
