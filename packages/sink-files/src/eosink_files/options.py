@@ -36,7 +36,7 @@ def fsspec_options(options: dict[str, Any]) -> dict[str, Any]:
 
     Spark options are flat strings: a dotted key is a nested dict (``client_kwargs.region_name``
     is ``{"client_kwargs": {"region_name": ...}}``) and ``"true"``/``"false"`` are booleans
-    (``anon``, ``use_ssl``). A Python dict passes through as it is.
+    (``anon``, ``use_ssl``), at the top level. Nested dicts from Python pass through as they are.
     """
     out: dict[str, Any] = {}
     for key, value in options.items():
