@@ -154,9 +154,7 @@ def run_spark(args, work: str, s3: Any = None) -> list[tuple[str, float | None]]
                 .options(**spark_storage)
                 .start()
             )
-        yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base(
-            "fb-s3"
-        ).foreachBatch(
+        yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
             eosink.foreach_batch(
                 FilesSink(path=f"s3://{bucket}/{tag}-fb", storage_options=storage),
                 writer_id="bench",

@@ -83,7 +83,9 @@ def test_racing_drivers_publish_a_batch_once(s3_bucket, monkeypatch):
 def test_store_without_conditional_create_is_refused():
     with s3_server(conditional_create=False) as endpoint:
         bucket = S3Bucket(endpoint, endpoint.create_bucket())
-        with pytest.raises(ConfigurationError, match="does not honour conditional create.*single_writer"):
+        with pytest.raises(
+            ConfigurationError, match="does not honour conditional create.*single_writer"
+        ):
             run(s3_sink(bucket), 0)
         assert published(bucket) == []
         assert run(s3_sink(bucket, single_writer=True), 0).status == "committed"
@@ -133,7 +135,10 @@ def test_endpoint_that_refuses_connections_is_refused_at_init(s3_endpoint):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    opts = {**s3_endpoint.fsspec_options(), "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+    opts = {
+        **s3_endpoint.fsspec_options(),
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"},
+    }
     opts["retries"] = 1
     refused_at_init(s3_endpoint, "any-bucket", "could not reach", opts)
 
@@ -153,7 +158,11 @@ def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, 
         assert from_spark.options.storage_options["secret"] == secret
         assert secret not in repr(from_spark)
         assert run(sink, 0).status == "committed"
-        bad = FilesSink(path=s3_bucket.uri("out"), storage_options=s3_bucket.endpoint.fsspec_options(), format="json")
+        bad = FilesSink(
+            path=s3_bucket.uri("out"),
+            storage_options=s3_bucket.endpoint.fsspec_options(),
+            format="json",
+        )
         with pytest.raises(ConfigurationError) as info:
             run(bad, 1)
         assert secret not in str(info.value) and secret not in repr(info.value)

@@ -70,5 +70,7 @@ def test_azure_options_reach_adlfs():
     assert store.uri("part-0.parquet").endswith("/out/part-0.parquet")
     assert "a2V5" not in repr(sink) and store.atomic_publish()
     # Spark's form with the account only in the options: the manifest still names it.
-    sink = FilesSink(path="abfs://container/out", storage_options={"account_name": "acct2", "anon": True})
+    sink = FilesSink(
+        path="abfs://container/out", storage_options={"account_name": "acct2", "anon": True}
+    )
     assert sink._store().root_uri == "abfss://container@acct2.dfs.core.windows.net/out"

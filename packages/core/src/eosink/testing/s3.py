@@ -17,7 +17,8 @@ or as a program (``python -m eosink.testing.s3 --port 0``), which prints ``port=
 listens. Two variants for tests of bad stores: ``s3_server(auth=True)`` checks credentials and
 IAM policies (moto's IAM auth: the endpoint's keys are those of an all-powerful IAM user, and
 :meth:`S3Endpoint.user` makes users with fewer rights); ``s3_server(conditional_create=False)``
-ignores ``If-None-Match``, as S3-compatible stores without conditional writes do. Only 127.0.0.1 is ever bound. moto is needed in the server's environment only
+ignores ``If-None-Match``, as S3-compatible stores without conditional writes do.
+Only 127.0.0.1 is ever bound. moto is needed in the server's environment only
 (``pip install 'moto[server]'``); the client side uses boto3-compatible clients (s3fs,
 delta-rs' object store).
 """
