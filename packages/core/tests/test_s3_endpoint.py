@@ -7,6 +7,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
+import attrs
 import pytest
 import s3fs
 
@@ -106,3 +107,27 @@ def test_the_server_is_gone_after_the_context() -> None:
 
 def test_the_secret_key_is_not_in_the_endpoints_repr(s3_bucket: S3Bucket) -> None:
     assert s3_bucket.endpoint.secret_key not in repr(s3_bucket)
+
+
+def test_auth_server_checks_keys_and_policies() -> None:
+    with s3_server(auth=True) as admin:
+        bucket = admin.create_bucket()
+        admin.client().put_object(Bucket=bucket, Key="k", Body=b"x")
+        reader = admin.user("reader", ("s3:GetObject", "s3:ListBucket"))
+        assert reader.client().get_object(Bucket=bucket, Key="k")["Body"].read() == b"x"
+        with pytest.raises(Exception, match="AccessDenied"):
+            reader.client().put_object(Bucket=bucket, Key="k2", Body=b"y")
+        wrong = attrs.evolve(admin, secret_key="not-the-secret")
+        with pytest.raises(Exception, match="SignatureDoesNotMatch"):
+            wrong.client().get_object(Bucket=bucket, Key="k")
+        unknown = attrs.evolve(admin, access_key="AKIANOBODY")
+        with pytest.raises(Exception, match="InvalidAccessKeyId"):
+            unknown.client().get_object(Bucket=bucket, Key="k")
+
+
+def test_server_without_conditional_create_overwrites() -> None:
+    with s3_server(conditional_create=False) as endpoint:
+        client, bucket = endpoint.client(), endpoint.create_bucket()
+        client.put_object(Bucket=bucket, Key="k", Body=b"first", IfNoneMatch="*")
+        client.put_object(Bucket=bucket, Key="k", Body=b"second", IfNoneMatch="*")
+        assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"second"

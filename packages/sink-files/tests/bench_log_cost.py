@@ -19,6 +19,12 @@ the driver: ``is_committed`` + ``init`` (timed), the executors' part files (not 
 ``commit`` (timed). Printed: the median per-batch cost, its ratio to batch 10's, the first
 batch of a fresh process (it lists the log once), the compaction commit among the 20 and the
 size of the compact it wrote. No Spark is involved: this is the driver's own cost.
+
+A second table compares local disk with S3 (a bucket of the loopback S3 server,
+``eosink.testing.s3``: moto in a child process, one mutating request at a time) at a short
+history (``--s3-at``, 10 batches by default; the history is synthesized on disk and uploaded):
+the median of ``is_committed`` + ``commit`` (the exactly-once overhead) and of the three hooks,
+with the ratio of S3 to local disk. ``--no-s3`` leaves it out.
 """
 
 from __future__ import annotations
@@ -39,43 +45,96 @@ from files_helpers import synthesize_history
 WRITER = "bench"
 
 
-def run_batches(out: str, first: int, count: int, trigger_s: float) -> dict[str, float]:
+def run_batches(
+    out: str, first: int, count: int, trigger_s: float, storage_options: dict | None = None
+) -> dict[str, float]:
     from eosink import BatchContext
     from eosink.model import Proof
     from eosink_files.sink import FilesMessage, FilesSink
     from eosink_files.writers import WrittenFile
 
-    sink = FilesSink(path=out)  # one sink for the query, as foreachBatch keeps it
+    # One sink for the query, as foreachBatch keeps it.
+    sink = FilesSink(path=out, storage_options=storage_options)
+    store = sink._store()
     schema = pa.schema([("id", pa.int64())])
-    costs, compactions, cold = [], [], None
+    costs, overheads, compactions, cold = [], [], [], None
     for batch in range(first, first + count):
         began = time.perf_counter()
         ctx = BatchContext("files", WRITER, batch, query_id="q")
         assert sink.is_committed(ctx) is None
+        checked = time.perf_counter()
         state = sink.init(ctx, schema)
         driver = time.perf_counter() - began
         files = []
         for p in range(2):  # the executors' part files
             name = f"part-{p:05d}-{state.attempt}-{p}-c000.snappy.parquet"
-            with open(os.path.join(out, name), "wb") as f:
+            with store.open_write(name) as f:
                 f.write(b"PAR1" * 64)
             files.append(WrittenFile(name, 256, int(time.time() * 1000), 1))
         messages = [FilesMessage(files=(f,), rows=1) for f in files]
-        began = time.perf_counter()
+        began_commit = time.perf_counter()
         sink.commit(ctx, state, messages, Proof(WRITER, batch, "q", rows=2))
-        cost = (driver + time.perf_counter() - began) * 1000
+        commit = time.perf_counter() - began_commit
+        cost = (driver + commit) * 1000
         if cold is None:
             cold = cost
         else:
             costs.append(cost)
+            overheads.append((checked - began + commit) * 1000)
         if (batch + 1) % 10 == 0:
             compactions.append(cost)
         time.sleep(max(0.0, trigger_s - cost / 1000))
     return {
         "median_ms": statistics.median(costs),
+        "overhead_ms": statistics.median(overheads),
         "cold_ms": cold,
         "compaction_ms": max(compactions) if compactions else float("nan"),
     }
+
+
+def local_vs_s3(work: str, at: int, batches: int, trigger_s: float) -> None:
+    """The second table: the same batches on local disk and on the loopback S3 server."""
+    import fsspec
+
+    from eosink.testing.s3 import s3_server
+
+    local = os.path.join(work, "local")
+    synthesize_history(local, at, trigger_s=trigger_s, writer=WRITER, query="q")
+    results = {"local disk": run_batches(local, at, batches, trigger_s)}
+    with s3_server() as endpoint:
+        bucket, options = endpoint.create_bucket(), endpoint.fsspec_options()
+        staged = os.path.join(work, "staged")
+        synthesize_history(staged, at, trigger_s=trigger_s, writer=WRITER, query="q")
+        fs = fsspec.filesystem("s3", **options)
+        fs.put(staged + "/", f"{bucket}/out/", recursive=True)
+        out = f"s3://{bucket}/out"
+        results["S3 (loopback)"] = run_batches(out, at, batches, trigger_s, options)
+    base = results["local disk"]
+    print(
+        f"\nfiles sink, local disk vs S3 (moto on loopback), batch {at}, 2 files per batch, "
+        f"median of {batches - 1} batches"
+    )
+    print_table(
+        [
+            (
+                where,
+                f"{r['overhead_ms']:.2f}",
+                f"{r['overhead_ms'] / base['overhead_ms']:.1f}x",
+                f"{r['median_ms']:.2f}",
+                f"{r['median_ms'] / base['median_ms']:.1f}x",
+                f"{r['cold_ms']:.1f}",
+            )
+            for where, r in results.items()
+        ],
+        (
+            "store",
+            "is_committed+commit ms",
+            "vs local",
+            "+init ms",
+            "vs local",
+            "cold ms",
+        ),
+    )
 
 
 def compact_bytes(out: str) -> int:
@@ -107,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=21, help="measured batches (+1 cold)")
     parser.add_argument("--trigger-ms", type=float, default=100.0)
     parser.add_argument("--work", default=None, help="a folder on the disk to measure")
+    parser.add_argument("--s3-at", type=int, default=10, help="history of the S3 comparison")
+    parser.add_argument("--no-s3", action="store_true", help="leave out the S3 comparison")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     trigger = args.trigger_ms / 1000
@@ -134,6 +195,16 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             shutil.rmtree(out, ignore_errors=True)
+        print_history(rows, args)
+        if not args.no_s3:
+            local_vs_s3(work, args.s3_at, args.batches, trigger)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def print_history(rows: list[tuple[str, ...]], args: argparse.Namespace) -> None:
+    if rows:
         print(
             f"\nfiles sink, per-batch driver cost (is_committed + init + commit), one writer, "
             f"2 files per batch, {args.trigger_ms:.0f} ms trigger, local disk, median of "
@@ -152,9 +223,6 @@ def main(argv: list[str] | None = None) -> int:
                 "synth s",
             ),
         )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,10 @@ file per micro-batch) is written, in one Spark session, by:
   eosink-files installed); rows reach Python as Arrow, the arrow engine writes them;
 * ``eosink foreachBatch, spark engine``: ``foreachBatch(eosink.foreach_batch(...))`` with the
   default engine, which lets Spark's own writer stage the files;
-* ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``.
+* ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``;
+* ``..., S3``: the data source and the arrow engine again, writing into a bucket of the
+  loopback S3 server (``eosink.testing.s3``, moto in a child process, one mutating request at
+  a time), with the ratio to the same sink on local disk (``--no-s3`` leaves them out).
 
 The per-batch exactly-once cost of the driver as the history grows is measured by
 ``bench_log_cost.py``.
@@ -26,10 +29,14 @@ import sys
 import tempfile
 import time
 
+from contextlib import nullcontext
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 WARMUP_ROWS = 200_000
+S3_SUFFIX = ", S3"
 
 
 def make_input(folder: str, batches: int, rows: int) -> None:
@@ -68,7 +75,7 @@ def timed(start) -> float:
     return time.perf_counter() - began
 
 
-def run_spark(args, work: str) -> list[tuple[str, float | None]]:
+def run_spark(args, work: str, s3: Any = None) -> list[tuple[str, float | None]]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -128,6 +135,31 @@ def run_spark(args, work: str) -> list[tuple[str, float | None]]:
                     FilesSink(path=out(f"fb-{engine}"), engine=engine), writer_id="bench"
                 )
             ).start()
+        if s3 is None:
+            return
+        bucket = s3.create_bucket()
+        storage = s3.fsspec_options()
+        spark_storage = {
+            "storage.key": s3.access_key,
+            "storage.secret": s3.secret_key,
+            "storage.client_kwargs.endpoint_url": s3.url,
+            "storage.client_kwargs.region_name": s3.region,
+        }
+        if has_entry_point:
+            yield "eosink data source" + S3_SUFFIX, lambda: (
+                base("ds-s3")
+                .format("eosink-files")
+                .option("writerId", "bench")
+                .option("path", f"s3://{bucket}/{tag}-ds")
+                .options(**spark_storage)
+                .start()
+            )
+        yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
+            eosink.foreach_batch(
+                FilesSink(path=f"s3://{bucket}/{tag}-fb", storage_options=storage),
+                writer_id="bench",
+            )
+        ).start()
 
     warm = os.path.join(work, "warm-in")
     make_input(warm, 2, WARMUP_ROWS)
@@ -171,18 +203,23 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000,
         help="spark.sql.execution.arrow.maxRecordsPerBatch",
     )
+    parser.add_argument("--no-s3", action="store_true", help="leave out the S3 rows")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="eosink-files-bench-")
     try:
         total = args.batches * args.rows
-        results = run_spark(args, work)
+        from eosink.testing.s3 import s3_server
+
+        with nullcontext() if args.no_s3 else s3_server() as s3:
+            results = run_spark(args, work, s3)
         by = dict(results)
         rows = []
         for name, secs in results:
             if secs is None:
-                rows.append((name, "n/a", "n/a", "n/a", "n/a"))
+                rows.append((name, "n/a", "n/a", "n/a", "n/a", ""))
                 continue
             rate = total / secs
+            local = by.get(name.removesuffix(S3_SUFFIX)) if name.endswith(S3_SUFFIX) else None
             rows.append(
                 (
                     name,
@@ -190,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{rate / 1e6:.2f}M",
                     f"{by['spark parquet'] / secs:.2f}x" if by.get("spark parquet") else "",
                     f"{by['noop'] / secs:.2f}x" if by.get("noop") else "",
+                    f"{local / secs:.2f}x" if local else "",
                 )
             )
         print(
@@ -197,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
             f"local[{args.cores}], "
             f"arrow batch {args.arrow_batch:,}, best of {args.repeat}"
         )
-        print_table(rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop"))
+        print_table(
+            rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop", "vs local disk")
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -103,11 +103,12 @@ def synthesize_history(
         os.utime(path, (mtime(log_id), mtime(log_id)))
 
 
-def commit_elsewhere(out: str, writer: str, batch_id: int) -> str:
+def commit_elsewhere(out: str, writer: str, batch_id: int, storage_options=None) -> str:
     """Commit one batch into ``out`` from another Python process (another driver, a zombie)."""
+    sink = f"FilesSink(path={out!r}, storage_options={storage_options or {}!r})"
     code = (
         "import sys; from files_helpers import run; from eosink_files.sink import FilesSink; "
-        f"print(run(FilesSink(path={out!r}), {batch_id}, writer={writer!r}).status)"
+        f"print(run({sink}, {batch_id}, writer={writer!r}).status)"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 import attrs
 import structlog
@@ -63,11 +64,12 @@ def cleanup(
     older_than_s: float = DEFAULT_OLDER_THAN_S,
     dry_run: bool = True,
     compact_interval: int = 10,
+    storage_options: dict[str, Any] | None = None,
 ) -> CleanupReport:
     """Find (and unless ``dry_run``, delete) part files of ``path`` that the log does not list."""
     if older_than_s < 0:
         raise ValueError("older_than_s must be >= 0")
-    store = _store(path)
+    store = _store(path, storage_options)
     listed_files = list(store.walk(""))  # before reading the log: see the module's rules
     staged = list(store.walk(STAGING_DIR))  # all of it an attempt's leftovers
     temps = [
@@ -75,7 +77,7 @@ def cleanup(
         for name, is_dir in store.listdir(LOG_DIR)
         if not is_dir and name.startswith(".") and name.endswith(".tmp")
     ]
-    state = read_log(path, compact_interval)
+    state = read_log(path, compact_interval, storage_options)
     committed = {f.relpath for f in state.files}
     cutoff = (time.time() - older_than_s) * 1000
     orphans, young, foreign = [], [], []

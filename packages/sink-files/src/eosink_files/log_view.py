@@ -78,8 +78,10 @@ class LogFolder:
     def listing(self) -> dict[int, bool]:
         return log_files(name for name, is_dir in self.store.listdir(LOG_DIR) if not is_dir)
 
-    def exists(self, log_id: int, compact: bool) -> bool:
-        return self.store.exists(f"{LOG_DIR}/{log_name(log_id, compact)}")
+    def present(self, ids: set[tuple[int, bool]]) -> set[tuple[int, bool]]:
+        """Which of these ``(log id, is compact)`` files exist (one round trip for all)."""
+        names = {f"{LOG_DIR}/{log_name(i, c)}": (i, c) for i, c in ids}
+        return {names[r] for r in self.store.existing(list(names))}
 
     def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
         """One log file; ``header_only`` reads just its proof lines and its closing line.
@@ -203,30 +205,38 @@ class LogView:
 
     # -- bringing the view up to date ----------------------------------------------------------
     def refresh(self) -> None:
-        """A fresh read of the target: the log files published since the last call."""
-        if not self.loaded or not self._still_there():
+        """A fresh read of the target: the log files published since the last call.
+
+        One round trip on object stores when nothing is new: the latest file and the latest
+        compact are still there (else the log is listed again) and the next id is absent,
+        asked together.
+        """
+        if not self.loaded:
+            self._load(self.folder.listing())
+            return
+        known = {(i, self.files[i]) for i in [self.latest, *self.compacts[-1:]] if i >= 0}
+        log_id = self.latest + 1
+        present = self.folder.present(known | self._candidates(log_id))
+        if not known <= present:
             self._load(self.folder.listing())
             return
         found = {}
-        log_id = self.latest + 1
-        while (compact := self._probe(log_id)) is not None:
+        while (compact := self._found(log_id, present)) is not None:
             found[log_id] = compact
             log_id += 1
+            present = self.folder.present(self._candidates(log_id))
         if found:
             self._add(found)
 
-    def _still_there(self) -> bool:
-        """The latest file and the latest compact are still there (else: re-list)."""
-        if not self.files:
-            return True
-        known = [self.latest, *self.compacts[-1:]]
-        return all(self.folder.exists(i, self.files[i]) for i in known)
+    @staticmethod
+    def _candidates(log_id: int) -> set[tuple[int, bool]]:
+        return {(log_id, True), (log_id, False)}
 
-    def _probe(self, log_id: int) -> bool | None:
-        """Whether ``log_id`` exists as a compact (True), a delta (False), or not (None)."""
+    def _found(self, log_id: int, present: set[tuple[int, bool]]) -> bool | None:
+        """Whether ``log_id`` is present as a compact (True), a delta (False), or not (None)."""
         expected = (log_id + 1) % self.folder.interval == 0
         for compact in (expected, not expected):
-            if self.folder.exists(log_id, compact):
+            if (log_id, compact) in present:
                 return compact
         return None
 

@@ -161,7 +161,8 @@ class FilesSink(eosink.Sink):
     def _store(self) -> Store:
         store = self.__dict__.get("_store_cache")
         if store is None:
-            store = open_store(self.options.path, self.options.manifest_scheme)
+            opts = self.options
+            store = open_store(opts.path, opts.manifest_scheme, opts.storage_options)
             self.__dict__["_store_cache"] = store
         return store
 
@@ -171,6 +172,11 @@ class FilesSink(eosink.Sink):
     def _view(self) -> LogView:
         opts = self.options
         return view_of(self._store(), opts.compact_interval, opts.single_writer)
+
+    def _check_store(self) -> None:
+        """The checks of the store done before any batch reads or writes it (once per store)."""
+        self._check_publishable()
+        self._store().check_access(conditional=not self.options.single_writer)
 
     def _check_publishable(self) -> None:
         store = self._store()
@@ -227,6 +233,7 @@ class FilesSink(eosink.Sink):
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
+        self._check_store()
         view = self._view()
         with view.lock:
             view.refresh()
@@ -239,7 +246,7 @@ class FilesSink(eosink.Sink):
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> FilesState:
         opts = self.options
-        self._check_publishable()
+        self._check_store()
         if self._store().kind() == "memory" and in_spark_application():
             raise ConfigurationError(
                 "sink 'files': memory:// lives in one process, but Spark runs the write tasks "
@@ -301,9 +308,15 @@ class FilesSink(eosink.Sink):
         file_lines = [
             FileEntry(store.uri(f.relpath), f.size, f.modification_time).to_line() for f in written
         ]
+        # A view read before (by this batch's is_committed) need not be read again first
+        # where publishing is atomic: log ids are dense, so if anything was published since,
+        # the next id is taken, the create-if-absent fails and the next round reads the log.
+        # That saves a round trip to an object store per batch.
+        trust_view = view.loaded and store.atomic_publish() and not self.options.single_writer
         with view.lock:
             for round_ in range(1000):
-                view.refresh()
+                if round_ or not trust_view:
+                    view.refresh()
                 if not view.files and round_ == 0:
                     view.folder.check_folder()
                 if self._publish(ctx, state, proof, view, file_lines):

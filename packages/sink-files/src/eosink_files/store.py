@@ -26,6 +26,7 @@ from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from eosink import ConfigurationError
+from eosink.options import MASK, secret_values
 
 #: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.
 CONDITIONAL_CREATE = {"s3", "s3a", "gcs", "gs", "abfs", "abfss", "az"}
@@ -50,6 +51,10 @@ SPARK_SCHEMES = {
 AZURE = {"abfs", "abfss", "az", "wasb", "wasbs"}
 #: Schemes that name the same store, for reading back paths written with either spelling.
 _FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
+
+#: Where the access probe of an object store is written (Spark's reader and the cleanup skip
+#: folders whose names start with "_").
+PROBE_DIR = "_eosink_probe"
 
 _memory_lock = threading.Lock()
 
@@ -149,6 +154,10 @@ class Store:
     def exists(self, relpath: str = "") -> bool:
         ...
 
+    def existing(self, relpaths: list[str]) -> set[str]:
+        """Which of these files exist (object stores: one round trip for all)."""
+        return {r for r in relpaths if self.is_file(r)}
+
     def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
         ...  # (name, is_dir)
 
@@ -190,6 +199,9 @@ class Store:
 
     def atomic_publish(self) -> bool:
         return True
+
+    def check_access(self, conditional: bool) -> None:
+        """Refuse, before anything is written, a store this process cannot use (see FsspecStore)."""
 
 
 class LocalStore(Store):
@@ -310,18 +322,35 @@ class LocalStore(Store):
 
 
 class FsspecStore(Store):
-    def __init__(self, location: str, manifest_scheme: str | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        manifest_scheme: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         import fsspec
+
+        from eosink_files.options import fsspec_options
 
         self.location = location
         self.protocol = location.split("://", 1)[0].lower()
+        self.secrets = secret_values(storage_options or {})
+        self.access_checked = False
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(location)
+            self.fs, self.root = fsspec.core.url_to_fs(
+                location, **fsspec_options(storage_options or {})
+            )
         except (ImportError, ValueError) as exc:
             raise ConfigurationError(
-                f"sink 'files': no filesystem for {safe_url(location)!r} ({exc}); install the "
-                f"fsspec implementation of {self.protocol!r} (e.g. s3fs for s3://, gcsfs for "
-                "gs://, adlfs for abfs://)"
+                f"sink 'files': no filesystem for {safe_url(location)!r} "
+                f"({self.scrub(str(exc))}); install the fsspec implementation of "
+                f"{self.protocol!r} (e.g. s3fs for s3://, gcsfs for gs://, adlfs for abfs://)"
+            ) from None
+        except TypeError as exc:  # an option the filesystem does not take
+            raise ConfigurationError(
+                f"sink 'files': the {self.protocol!r} filesystem does not take these "
+                f"storage_options ({self.scrub(str(exc))}); see its documentation for the "
+                "keyword arguments it accepts"
             ) from None
         self.root = self.root.rstrip("/")
         self.root_uri = spark_root_uri(
@@ -337,11 +366,101 @@ class FsspecStore(Store):
     def atomic_publish(self) -> bool:
         return self.protocol == "memory" or self.protocol in CONDITIONAL_CREATE
 
+    def scrub(self, text: str) -> str:
+        """``text`` (an error's) with every credential of the storage options masked."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def check_access(self, conditional: bool) -> None:
+        """Write, read back and delete a probe object, once per store: refuse a store this
+        process cannot use (wrong credentials, a missing bucket, an endpoint that refuses
+        connections, no right to write) before any data is written.
+
+        ``conditional``: also create the probe a second time, exclusively, and refuse a store
+        that lets it (an S3-compatible store that ignores ``If-None-Match``): there two writers
+        could both publish the same log entry.
+        """
+        if self.access_checked or self.protocol == "memory":
+            return
+        probe = f"{PROBE_DIR}/{uuid.uuid4().hex}"
+        where = safe_url(self.location)
+        try:
+            with self.fs.open(self._p(probe), "xb") as f:
+                f.write(b"eosink-files access probe\n")  # not empty: s3fs sends empty files
+            self.read_bytes(probe)  # unconditionally
+            if conditional:
+                try:
+                    with self.fs.open(self._p(probe), "xb") as f:
+                        f.write(b"eosink-files access probe, again\n")
+                except FileExistsError:
+                    pass
+                else:
+                    raise ConfigurationError(
+                        f"sink 'files': the store of {where!r} does not honour conditional "
+                        "create (a second exclusive create of one object succeeded: "
+                        "If-None-Match is ignored), so two writers (or a restarted query and "
+                        "its zombie) could both publish the same log entry. Use a store that "
+                        "honours it (AWS S3, GCS, Azure, MinIO...), or, if exactly one query at a "
+                        "time writes this folder, set single_writer=true."
+                    )
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every client error is a refusal here
+            raise ConfigurationError(self._access_error(where, exc)) from None
+        try:
+            self.fs.rm_file(self._p(probe))
+        except Exception:  # noqa: BLE001, S110 - a leftover probe is harmless
+            pass
+        self.access_checked = True
+
+    def _access_error(self, where: str, exc: BaseException) -> str:
+        reason = self.scrub(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, PermissionError):
+            text = str(exc).lower()
+            if any(w in text for w in ("accessdenied", "access denied", "forbidden", "403")):
+                return (
+                    f"sink 'files': the store refused to let these credentials write, read or "
+                    f"delete in {where!r} ({reason}). Grant them put, get, list and delete "
+                    "rights on the folder (e.g. s3:PutObject, s3:GetObject, s3:ListBucket, "
+                    "s3:DeleteObject). Nothing was written."
+                )
+            return (
+                f"sink 'files': the store refused the credentials for {where!r} ({reason}). "
+                "Check the key and secret (storage_options key/secret, or the environment's "
+                "credentials) and that they belong to this endpoint. Nothing was written."
+            )
+        if isinstance(exc, FileNotFoundError):
+            return (
+                f"sink 'files': the bucket (or container) of {where!r} does not exist ({reason}). "
+                "Create it, or fix the path. Nothing was written."
+            )
+        return (
+            f"sink 'files': could not reach the store of {where!r} ({reason}). Check the "
+            "endpoint (storage_options endpoint_url / client_kwargs), the network and the "
+            "credentials. Nothing was written."
+        )
+
     def _p(self, relpath: str) -> str:
         return f"{self.root}/{relpath}" if relpath else self.root
 
     def is_file(self, relpath: str = "") -> bool:
         return self.fs.isfile(self._p(relpath))
+
+    def existing(self, relpaths: list[str]) -> set[str]:
+        # The first byte of each, concurrently where the filesystem is asynchronous (s3fs,
+        # gcsfs, adlfs): one GET each, where exists() costs a HEAD and, for a missing key, a
+        # listing too. Only non-empty files are asked about (log files).
+        paths = [self._p(r) for r in relpaths]
+        got = self.fs.cat_ranges(paths, [0] * len(paths), [1] * len(paths), on_error="return")
+        out = set()
+        for relpath, result in zip(relpaths, got):
+            if isinstance(result, FileNotFoundError):
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            out.add(relpath)
+        return out
 
     def exists(self, relpath: str = "") -> bool:
         return self.fs.exists(self._p(relpath))
@@ -464,8 +583,12 @@ class FsspecStore(Store):
             yield rel, int(info.get("size") or 0), int(float(mtime or 0) * 1000)
 
 
-def open_store(location: str, manifest_scheme: str | None = None) -> Store:
+def open_store(
+    location: str,
+    manifest_scheme: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Store:
     """The store of a normalized location (see ``FilesOptions.path``)."""
     if "://" not in location:
         return LocalStore(location)
-    return FsspecStore(location, manifest_scheme)
+    return FsspecStore(location, manifest_scheme, storage_options)

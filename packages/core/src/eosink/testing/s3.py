@@ -14,7 +14,11 @@ Use it from pytest (``pytest_plugins = ["eosink.testing.s3"]`` or import the fix
         ...
 
 or as a program (``python -m eosink.testing.s3 --port 0``), which prints ``port=<n>`` once it
-listens. Only 127.0.0.1 is ever bound. moto is needed in the server's environment only
+listens. Two variants for tests of bad stores: ``s3_server(auth=True)`` checks credentials and
+IAM policies (moto's IAM auth: the endpoint's keys are those of an all-powerful IAM user, and
+:meth:`S3Endpoint.user` makes users with fewer rights); ``s3_server(conditional_create=False)``
+ignores ``If-None-Match``, as S3-compatible stores without conditional writes do.
+Only 127.0.0.1 is ever bound. moto is needed in the server's environment only
 (``pip install 'moto[server]'``); the client side uses boto3-compatible clients (s3fs,
 delta-rs' object store).
 """
@@ -22,6 +26,7 @@ delta-rs' object store).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -72,10 +77,28 @@ class S3Endpoint:
 
     def client(self) -> Any:
         """A boto3 S3 client for this endpoint (tests use it to inspect the store directly)."""
+        return self._boto("s3")
+
+    def user(self, name: str, actions: tuple[str, ...] = ("s3:*",)) -> S3Endpoint:
+        """This endpoint with the keys of a new IAM user allowed only ``actions`` (on ``*``).
+
+        Rights matter only on a server started with ``auth=True``.
+        """
+        iam = self._boto("iam")
+        iam.create_user(UserName=name)
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": list(actions), "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName=name, PolicyName="eosink", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        return attrs.evolve(self, access_key=key["AccessKeyId"], secret_key=key["SecretAccessKey"])
+
+    def _boto(self, service: str) -> Any:
         import boto3  # pants: no-infer-dep (the "testing" extra)
 
         return boto3.client(
-            "s3",
+            service,
             endpoint_url=self.url,
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
@@ -117,7 +140,19 @@ def serialize_writes(app: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-def serve(port: int = 0, ready: Callable[[int], None] | None = None) -> None:
+def ignore_conditional_create(app: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a WSGI app so that it never sees ``If-None-Match``: every create overwrites."""
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        environ.pop("HTTP_IF_NONE_MATCH", None)
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def serve(
+    port: int = 0, ready: Callable[[int], None] | None = None, conditional_create: bool = True
+) -> None:
     """Run moto's S3 server on 127.0.0.1:port until the process ends."""
     # moto comes with eosink's "testing" extra; the library itself never needs it.
     from moto.moto_server.werkzeug_app import (  # pants: no-infer-dep
@@ -128,6 +163,8 @@ def serve(port: int = 0, ready: Callable[[int], None] | None = None) -> None:
     from werkzeug.serving import make_server  # pants: no-infer-dep
 
     app = serialize_writes(DomainDispatcherApplication(create_backend_app))
+    if not conditional_create:
+        app = ignore_conditional_create(app)
     server = make_server(HOST, port, app, threaded=True, request_handler=MotoRequestHandler)
     (ready or _print_port)(server.server_address[1])
     server.serve_forever()
@@ -138,15 +175,20 @@ def _print_port(port: int) -> None:
 
 
 @contextmanager
-def s3_server(timeout_s: float = 60.0) -> Iterator[S3Endpoint]:
+def s3_server(
+    timeout_s: float = 60.0, *, auth: bool = False, conditional_create: bool = True
+) -> Iterator[S3Endpoint]:
     """Start the S3 server in a child process, yield its endpoint, stop it (and wait) after.
 
     The child gets this process's ``sys.path``, so it finds moto wherever the tests found it
-    (a venv, a pex).
+    (a venv, a pex). ``auth``: requests must be signed with an IAM user's keys and its policy
+    must allow the action; the endpoint yielded carries the keys of a user allowed everything.
+    ``conditional_create=False``: the server ignores ``If-None-Match`` (overwrites).
     """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    args = ["--port", "0"] + ([] if conditional_create else ["--ignore-if-none-match"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "eosink.testing.s3", "--port", "0"],
+        [sys.executable, "-m", "eosink.testing.s3", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -161,6 +203,8 @@ def s3_server(timeout_s: float = 60.0) -> Iterator[S3Endpoint]:
             )
         endpoint = S3Endpoint(url=f"http://{HOST}:{int(line.strip().split('=')[1])}")
         _wait_until_up(endpoint.url, timeout_s)
+        if auth:
+            endpoint = _enable_auth(endpoint)
         yield endpoint
     finally:
         proc.terminate()
@@ -169,6 +213,20 @@ def s3_server(timeout_s: float = 60.0) -> Iterator[S3Endpoint]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _enable_auth(endpoint: S3Endpoint) -> S3Endpoint:
+    """Make an all-powerful IAM user, then turn moto's IAM auth on; its keys from now on."""
+    admin = endpoint.user("eosink-admin", ("*",))
+    request = urllib.request.Request(
+        f"{endpoint.url}/moto-api/reset-auth",
+        b"0",  # moto reads the raw body: not a form
+        headers={"Content-Type": "text/plain"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - loopback only
+        pass
+    return admin
 
 
 def _wait_until_up(url: str, timeout_s: float) -> None:
@@ -207,7 +265,11 @@ if pytest is not None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="moto's S3 server on 127.0.0.1, for tests")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    serve(parser.parse_args(argv).port)
+    parser.add_argument(
+        "--ignore-if-none-match", action="store_true", help="overwrite on conditional creates"
+    )
+    args = parser.parse_args(argv)
+    serve(args.port, conditional_create=not args.ignore_if_none_match)
 
 
 if __name__ == "__main__":
