@@ -46,7 +46,9 @@ def tablet_counts(client: Any, path: str, tablet_count: int) -> dict[Tablet, Tab
     """Row counts of every tablet of the queue, in one ``get_tablet_infos`` request."""
     infos = client.get_tablet_infos(path, list(range(tablet_count)))["tablets"]
     return {
-        (path, t): TabletCounts(total=int(i["total_row_count"]), trimmed=int(i["trimmed_row_count"]))
+        (path, t): TabletCounts(
+            total=int(i["total_row_count"]), trimmed=int(i["trimmed_row_count"])
+        )
         for t, i in enumerate(infos)
     }
 
