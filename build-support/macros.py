@@ -15,6 +15,9 @@
 # Pants' stevedore support looks for it when it makes entry points visible to tests.
 
 SINKS_GROUP = "eosink.sinks"
+# Spark streaming sources shipped with eosink (name -> "module:DataSourceClass"), registered by
+# eosink.register_data_sources next to the sinks' data sources.
+SOURCES_GROUP = "eosink.sources"
 
 # Depending on a file of another distribution makes Pants write that distribution into this
 # one's requirements, as "<dist>~=<version>" ([setup-py-generation] in pants.toml), e.g.
@@ -37,6 +40,7 @@ def eosink_package(
     description,
     module=None,
     sinks=None,
+    sources=None,
     dependencies=(),
     extras_require=None,
 ):
@@ -48,6 +52,8 @@ def eosink_package(
     module:       top-level import name (default: dist with "-" replaced by "_")
     sinks:        {name: "module:Class"} entry points in the eosink.sinks group; a sink
                   package also requires eosink (a compatible range)
+    sources:      {name: "module:DataSourceClass"} entry points in the eosink.sources group
+                  (Spark Python data sources); likewise requires eosink
     dependencies: what the code needs beyond what Pants infers from its imports, e.g. the
                   store client, so that the wheel requires it from the first commit on
     extras_require: optional extras, e.g. {"testing": ["pytest>=8"]}
@@ -55,7 +61,7 @@ def eosink_package(
     module = module or dist.replace("-", "_")
     package_dir = build_file_dir().parent
     requirements = list(dependencies)
-    if sinks:
+    if sinks or sources:
         requirements.append(CORE)
 
     python_sources(
@@ -86,15 +92,19 @@ def eosink_package(
             **({"extras_require": extras_require} if extras_require else {}),
         ),
         long_description_path=f"{package_dir}/README.md",
-        entry_points={stevedore_namespace(SINKS_GROUP): sinks} if sinks else {},
+        entry_points={
+            **({stevedore_namespace(SINKS_GROUP): sinks} if sinks else {}),
+            **({stevedore_namespace(SOURCES_GROUP): sources} if sources else {}),
+        },
     )
 
 
 def eosink_tests(*, discovers_sinks=False, dependencies=()):
     """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
 
-    discovers_sinks: tests find sinks through the eosink.sinks entry points; Pants then
-                     makes every sink's entry points visible to them (stevedore_namespaces).
+    discovers_sinks: tests find sinks (and sources) through the eosink.sinks (eosink.sources)
+                     entry points; Pants then makes every such entry point visible to them
+                     (stevedore_namespaces).
     dependencies:    what the tests need beyond what Pants infers from their imports, e.g. a
                      pytest plugin named only in a `pytest_plugins = [...]` string
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
@@ -102,7 +112,7 @@ def eosink_tests(*, discovers_sinks=False, dependencies=()):
     """
     package_dir = build_file_dir().parent
     package = package_dir.name or "repo"
-    namespaces = [SINKS_GROUP] if discovers_sinks else None
+    namespaces = [SINKS_GROUP, SOURCES_GROUP] if discovers_sinks else None
     # The package's README, CHANGELOG and docs/ (files target in <package>/BUILD).
     docs = [f"{package_dir}:docs"] if str(package_dir) != "." else []
     extra = [*docs, *dependencies]

@@ -23,3 +23,19 @@ def test_unknown_sink_name_lists_the_installed_ones():
 def test_unknown_option_of_a_real_sink_lists_its_options(tmp_path):
     with pytest.raises(eosink.ConfigurationError, match=r"unknown option 'tabel'.*table"):
         eosink.sink("sqlite", path=str(tmp_path / "t.db"), tabel="x")
+
+
+def test_sources_are_registered_through_their_entry_point_group():
+    """eosink.register_data_sources registers the sinks' data sources and every installed
+    source of the eosink.sources group (a stand-in session records what Spark would get)."""
+    from types import SimpleNamespace
+
+    from eosink.registry import installed_sources
+
+    assert installed_sources()["yt-queue"].value == "eosink_yt_queue.source:YtQueueDataSource"
+    registered = []
+    names = eosink.register_data_sources(
+        SimpleNamespace(dataSource=SimpleNamespace(register=registered.append))
+    )
+    assert "eosink-yt-queue" in names and "eosink-sqlite" in names
+    assert [cls.name() for cls in registered] == names

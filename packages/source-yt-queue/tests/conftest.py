@@ -31,6 +31,31 @@ def append(yt, path: str, tablet: int, first_id: int, count: int) -> None:
     )
 
 
+CONSUMER_SCHEMA = [
+    {"name": "queue_cluster", "type": "string", "sort_order": "ascending", "required": True},
+    {"name": "queue_path", "type": "string", "sort_order": "ascending", "required": True},
+    {"name": "partition_index", "type": "uint64", "sort_order": "ascending", "required": True},
+    {"name": "offset", "type": "uint64", "required": True},
+    {"name": "meta", "type": "any"},
+]
+
+
+def make_consumer(yt, path: str) -> None:
+    """A consumer as YT documents it: sorted dynamic, its schema, treat_as_queue_consumer."""
+    yt.create(
+        "table",
+        path,
+        recursive=True,
+        attributes={"dynamic": True, "schema": CONSUMER_SCHEMA, "treat_as_queue_consumer": True},
+    )
+    yt.mount_table(path, sync=True)
+
+
+def consumer_offsets(yt, path: str) -> dict[tuple[str, int], int]:
+    rows = yt.select_rows(f"queue_path, partition_index, [offset] from [{path}]")
+    return {(r["queue_path"], int(r["partition_index"])): int(r["offset"]) for r in rows}
+
+
 def source_options(emulator, **extra) -> dict[str, str]:
     """Spark options of the source pointed at the emulator."""
     import json

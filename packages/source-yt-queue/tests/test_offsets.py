@@ -1,12 +1,15 @@
-"""Batch planning on row counts: starting offsets, the row limit, ranges, trimmed rows."""
+"""Batch planning on row counts: the offset JSON, starting offsets, the row limit, ranges,
+trimmed rows, and the options that decide what is read."""
 
 import pytest
 
 from eosink import ConfigurationError
+from eosink_yt_queue import QueueOptions
 from eosink_yt_queue.offsets import (
     TabletCounts,
     TabletRange,
     TrimmedRowsError,
+    cap,
     check_not_trimmed,
     from_json,
     limit_rows,
@@ -15,40 +18,73 @@ from eosink_yt_queue.offsets import (
     to_json,
 )
 
-COUNTS = {0: TabletCounts(total=10, trimmed=2), 1: TabletCounts(total=5, trimmed=0)}
+Q, R = "//q/a", "//q/b"
+COUNTS = {(Q, 0): TabletCounts(total=10, trimmed=2), (Q, 1): TabletCounts(total=5, trimmed=0)}
+
+
+def test_offset_json_is_versioned_and_keyed_by_queue():
+    offsets = {(R, 0): 7, (Q, 1): 5, (Q, 0): 3}
+    assert to_json(offsets) == {"v": 1, "queues": {Q: {"0": 3, "1": 5}, R: {"0": 7}}}
+    assert from_json(to_json(offsets)) == offsets
+
+
+@pytest.mark.parametrize("written", [{"0": 3}, {"v": 2, "queues": {}}, [1, 2]])
+def test_offsets_of_another_version_are_refused(written):
+    with pytest.raises(ConfigurationError, match="not eosink-yt-queue offsets of version 1"):
+        from_json(written)
 
 
 def test_starting_offsets():
-    assert starting("earliest", COUNTS) == {0: 2, 1: 0}
-    assert starting("LATEST", COUNTS) == {0: 10, 1: 5}
-    assert starting('{"0": 4, "1": 1}', COUNTS) == {0: 4, 1: 1}
-    with pytest.raises(ConfigurationError, match="missing \\[1\\]"):
+    assert starting("earliest", COUNTS) == {(Q, 0): 2, (Q, 1): 0}
+    assert starting("LATEST", COUNTS) == {(Q, 0): 10, (Q, 1): 5}
+    assert starting('{"0": 4, "1": 1}', COUNTS) == {(Q, 0): 4, (Q, 1): 1}
+    assert starting('{"//q/a": {"0": 4, "1": 1}}', COUNTS) == {(Q, 0): 4, (Q, 1): 1}
+    with pytest.raises(ConfigurationError, match=r"missing \[\('//q/a', 1\)\]"):
         starting('{"0": 4}', COUNTS)
     with pytest.raises(ConfigurationError, match="not earliest, latest or a JSON"):
         starting("newest", COUNTS)
-
-
-def test_json_round_trip():
-    assert from_json(to_json({1: 5, 0: 3})) == {0: 3, 1: 5}
-    assert list(to_json({1: 5, 0: 3})) == ["0", "1"]
+    two = {**COUNTS, (R, 0): TabletCounts(total=1, trimmed=0)}
+    with pytest.raises(ConfigurationError, match="not earliest, latest or a JSON"):
+        starting('{"0": 4, "1": 1}', two)  # which queue?
 
 
 def test_limit_rows_shares_fairly_and_never_exceeds():
-    start = {0: 0, 1: 0, 2: 0, 3: 0}
-    latest = {0: 100, 1: 2, 2: 0, 3: 100}
+    start = {(Q, 0): 0, (Q, 1): 0, (R, 0): 0, (R, 1): 0}
+    latest = {(Q, 0): 100, (Q, 1): 2, (R, 0): 0, (R, 1): 100}
     assert limit_rows(start, latest, None) == latest
     end = limit_rows(start, latest, 50)
     assert sum(end.values()) == 50
-    assert end[1] == 2 and end[2] == 0 and end[0] + end[3] == 48 and abs(end[0] - end[3]) <= 1
+    assert end[(Q, 1)] == 2 and end[(R, 0)] == 0
+    assert end[(Q, 0)] + end[(R, 1)] == 48 and abs(end[(Q, 0)] - end[(R, 1)]) <= 1
     assert limit_rows(start, latest, 1000) == latest
     assert sum(limit_rows(start, latest, 3).values()) == 3
 
 
+def test_available_now_target_caps_the_latest_rows():
+    latest = {(Q, 0): 100, (Q, 1): 40}
+    assert cap(latest, None) == latest
+    assert cap(latest, {(Q, 0): 60, (Q, 1): 50}) == {(Q, 0): 60, (Q, 1): 40}
+    assert cap({**latest, (R, 0): 9}, {(Q, 0): 60}) == {(Q, 0): 60, (Q, 1): 40, (R, 0): 9}
+
+
 def test_split_bounds_every_range():
-    assert split({0: 5, 1: 0}, {0: 12, 1: 0}, 4) == [TabletRange(0, 5, 9), TabletRange(0, 9, 12)]
+    assert split({(Q, 0): 5, (R, 0): 0}, {(Q, 0): 12, (R, 0): 2}, 4) == [
+        TabletRange(Q, 0, 5, 9),
+        TabletRange(Q, 0, 9, 12),
+        TabletRange(R, 0, 0, 2),
+    ]
 
 
 def test_trimmed_past_the_next_row_fails():
-    check_not_trimmed("//q", {0: 2, 1: 0}, COUNTS)
-    with pytest.raises(TrimmedRowsError, match="tablet 0: next row 1, trimmed up to 2"):
-        check_not_trimmed("//q", {0: 1, 1: 0}, COUNTS)
+    check_not_trimmed({(Q, 0): 2, (Q, 1): 0}, COUNTS)
+    with pytest.raises(TrimmedRowsError, match="queue //q/a tablet 0: next row 1, trimmed up to 2"):
+        check_not_trimmed({(Q, 0): 1, (Q, 1): 0}, COUNTS)
+
+
+def test_options_of_several_queues():
+    options = QueueOptions(proxy="p", path=" //q/a, //q/b ", queue_id_column="queue_id")
+    assert options.queues == [Q, R]
+    with pytest.raises(ConfigurationError, match="Set queueIdColumn"):
+        QueueOptions(proxy="p", path="//q/a,//q/b", include_service_columns=True)
+    with pytest.raises(ConfigurationError, match="several different ones"):
+        QueueOptions(proxy="p", path="//q/a,//q/a")

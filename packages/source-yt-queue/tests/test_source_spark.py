@@ -1,11 +1,12 @@
-"""The source on local Spark against the emulator: exact counts, the row limit, service columns,
-restart from the checkpoint, trimmed rows; and end to end into yt-dynamic through foreachBatch."""
+"""The source on local Spark against the emulator: exact counts, the row limit under
+availableNow, service columns, restart from the checkpoint, trimmed rows, two queues with a queue
+id, the consumer, and bad input. The killed end-to-end runs are in test_e2e_killed_spark.py."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import append, make_queue, source_options
+from conftest import append, consumer_offsets, make_consumer, make_queue, source_options
 
 import eosink
 from eosink_yt_queue import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, register
@@ -23,21 +24,28 @@ def spark():
     return session
 
 
-def stream(spark, emulator, **options):
+def stream_of(spark, emulator, path, **options):
     reader = spark.readStream.format("eosink-yt-queue")
     for key, value in source_options(emulator, **options).items():
         reader = reader.option(key, value)
-    return reader.load(Q)
+    return reader.load(path)
 
 
-def run_collecting(df, checkpoint):
+def stream(spark, emulator, **options):
+    return stream_of(spark, emulator, Q, **options)
+
+
+def run_collecting(df, checkpoint, on_batch=None):
     """Run the stream to the end of what is available; the rows and per-batch sizes it got.
+    ``on_batch(batch_id, rows)`` runs inside every batch, before it is committed.
 
     foreachBatch, not the memory sink: the memory sink cannot restart from a checkpoint."""
     rows, sizes = [], []
 
-    def collect(batch, _batch_id):
+    def collect(batch, batch_id):
         got = batch.collect()
+        if on_batch is not None:
+            on_batch(batch_id, got)
         rows.extend(got)
         sizes.append(len(got))
 
@@ -53,7 +61,7 @@ def run_collecting(df, checkpoint):
     return rows, sizes
 
 
-def test_four_tablets_counted_exactly_and_a_restart(spark, yt_emulator, tmp_path):
+def test_row_limit_holds_under_available_now_and_a_restart(spark, yt_emulator, tmp_path):
     yt = yt_emulator.client()
     make_queue(yt, Q, tablets=4)
     for tablet in range(4):
@@ -61,18 +69,18 @@ def test_four_tablets_counted_exactly_and_a_restart(spark, yt_emulator, tmp_path
     df = stream(spark, yt_emulator, includeServiceColumns="true", maxRowsPerTrigger=30)
     assert df.columns == ["id", "name", "amount", SPYT_TABLET_INDEX, SPYT_ROW_INDEX]
 
-    rows, sizes = run_collecting(df, tmp_path / "ckpt")
+    def append_once(batch_id, _rows):
+        if batch_id == 0:  # appended after the run started: the next run reads them
+            append(yt, Q, 2, 5000, 7)
+
+    rows, sizes = run_collecting(df, tmp_path / "ckpt", on_batch=append_once)
     assert len(rows) == 106 and len({r.id for r in rows}) == 106
     assert {(r[SPYT_TABLET_INDEX], r[SPYT_ROW_INDEX]) for r in rows} == {
         (t, i) for t in range(4) for i in range(25 + t)
     }
     assert all(r.id == r[SPYT_TABLET_INDEX] * 1000 + r[SPYT_ROW_INDEX] for r in rows)
-    # Under availableNow Spark 4.3 plans this Python source with ReadAllAvailable (one batch
-    # of 106), so maxRowsPerTrigger is checked by test_offsets only, not here.
-    assert sum(sizes) == 106
+    assert max(sizes) <= 30 and len(sizes) >= 4  # maxRowsPerTrigger under availableNow
 
-    # New rows, same checkpoint: only they are read.
-    append(yt, Q, 2, 5000, 7)
     rows, _ = run_collecting(df, tmp_path / "ckpt")
     assert sorted(r.id for r in rows) == list(range(5000, 5007))
     assert {r[SPYT_ROW_INDEX] for r in rows} == set(range(27, 34))
@@ -119,14 +127,74 @@ def test_bad_paths_are_clear_errors(spark, yt_emulator):
         reader.load("//q/missing")
 
 
-def test_e2e_queue_to_yt_dynamic_through_foreach_batch(spark, yt_emulator, tmp_path):
-    from eosink_yt_dynamic import create_output_table, read_table
-    from pyspark.sql.functions import col
+def test_two_queues_with_a_queue_id_and_a_consumer(spark, yt_emulator, tmp_path):
+    """Rows of two queues tagged with their queue; the consumer is registered when the query
+    starts and never ahead of a batch that is not committed yet."""
+    yt = yt_emulator.client()
+    queues = [Q, "//q/other"]
+    for n, queue in enumerate(queues):
+        make_queue(yt, queue, tablets=2)
+        for tablet in range(2):
+            append(yt, queue, tablet, n * 100_000 + tablet * 1000, 12)
+    consumer = "//q/consumer"
+    make_consumer(yt, consumer)
+    df = stream_of(
+        spark,
+        yt_emulator,
+        ",".join(queues),
+        includeServiceColumns="true",
+        queueIdColumn="queue_id",
+        maxRowsPerTrigger=20,
+        consumerPath=consumer,
+        consumerVital="true",
+    )
+    assert df.columns[-3:] == ["queue_id", SPYT_TABLET_INDEX, SPYT_ROW_INDEX]
+
+    def consumer_behind(_batch_id, rows):
+        # While a batch runs, the consumer has not moved past any row of it.
+        held = consumer_offsets(yt, consumer)
+        for r in rows:
+            assert held.get((r.queue_id, r[SPYT_TABLET_INDEX]), 0) <= r[SPYT_ROW_INDEX]
+
+    rows, sizes = run_collecting(df, tmp_path / "ckpt", on_batch=consumer_behind)
+    assert max(sizes) <= 20
+    keys = [(r.queue_id, r[SPYT_TABLET_INDEX], r[SPYT_ROW_INDEX]) for r in rows]
+    assert sorted(keys) == [(q, t, i) for q in sorted(queues) for t in range(2) for i in range(12)]
+    registered = yt.list_queue_consumer_registrations(consumer_path=consumer)
+    assert sorted(str(r["queue_path"]) for r in registered) == sorted(queues)
+    assert all(bool(r["vital"]) for r in registered)
+    # Spark commits a batch to the source when it plans the next one: the consumer trails the
+    # last batch until new rows arrive, then catches up with it.
+    assert all(0 < n <= 12 for n in consumer_offsets(yt, consumer).values())
+    for queue in queues:
+        for tablet in range(2):
+            append(yt, queue, tablet, 900_000 + tablet, 1)
+    rows, _ = run_collecting(df, tmp_path / "ckpt", on_batch=consumer_behind)
+    assert len(rows) == 4
+    assert consumer_offsets(yt, consumer) == {(q, t): 12 for q in queues for t in range(2)}
+
+
+def test_bad_consumers_and_options_are_clear_errors(spark, yt_emulator):
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=1)
+    make_queue(yt, "//q/other", tablets=1)
+    with pytest.raises(Exception, match="consumer //q/missing does not exist.*treat_as_queue"):
+        stream(spark, yt_emulator, consumerPath="//q/missing")
+    with pytest.raises(Exception, match="//q/other is not a queue consumer"):
+        stream(spark, yt_emulator, consumerPath="//q/other")
+    with pytest.raises(Exception, match="Set queueIdColumn"):
+        stream_of(spark, yt_emulator, f"{Q},//q/other", includeServiceColumns="true")
+    assert yt.list_queue_consumer_registrations() == []
+
+
+def test_without_service_columns_yt_dynamic_refuses_the_batch(spark, yt_emulator, tmp_path):
+    """includeServiceColumns off, written to yt-dynamic keyed by the service columns: the sink
+    (which sees the rows that reach it, whatever their source) refuses before writing."""
+    from eosink_yt_dynamic import create_output_table
 
     yt = yt_emulator.client()
-    make_queue(yt, Q, tablets=4)
-    for tablet in range(4):
-        append(yt, Q, tablet, tablet * 1000, 40)
+    make_queue(yt, Q, tablets=2)
+    append(yt, Q, 0, 0, 5)
     out = "//out/events"
     create_output_table(
         yt,
@@ -148,24 +216,13 @@ def test_e2e_queue_to_yt_dynamic_through_foreach_batch(spark, yt_emulator, tmp_p
         proxy_discovery=False,
         client_config=yt_emulator.client_config(),
     )
-    df = (
-        stream(spark, yt_emulator, includeServiceColumns="true", maxRowsPerTrigger=64)
-        .withColumnRenamed(SPYT_TABLET_INDEX, "tablet_index")
-        .withColumnRenamed(SPYT_ROW_INDEX, "row_index")
-        .withColumn("amount", col("amount") * 2)
-        .select("tablet_index", "row_index", "id", "name", "amount")
-    )
     query = (
-        df.writeStream.foreachBatch(eosink.foreach_batch(sink, writer_id="events"))
+        stream(spark, yt_emulator)
+        .writeStream.foreachBatch(eosink.foreach_batch(sink, writer_id="events"))
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination(180)
-    assert query.exception() is None
-    held = read_table(yt, out)
-    assert len(held) == 160
-    assert sorted(r["id"] for r in held) == sorted(
-        t * 1000 + i for t in range(4) for i in range(40)
-    )
-    assert all(r["amount"] == r["id"] / 2 for r in held)
+    with pytest.raises(Exception, match="include_service_columns"):
+        query.awaitTermination(180)
+    assert list(yt.select_rows(f"* from [{out}]")) == []

@@ -102,3 +102,76 @@ def test_queue_errors(yt_emulator):
     with pytest.raises(YtResponseError) as e:
         list(yt.pull_queue("//tmp/missing", offset=0, partition_index=0))
     assert e.value.is_resolve_error()
+
+
+CONSUMER_SCHEMA = [
+    {"name": "queue_cluster", "type": "string", "sort_order": "ascending", "required": True},
+    {"name": "queue_path", "type": "string", "sort_order": "ascending", "required": True},
+    {"name": "partition_index", "type": "uint64", "sort_order": "ascending", "required": True},
+    {"name": "offset", "type": "uint64", "required": True},
+    {"name": "meta", "type": "any"},
+]
+
+
+def make_consumer(yt, path="//tmp/c"):
+    yt.create(
+        "table",
+        path,
+        attributes={"dynamic": True, "schema": CONSUMER_SCHEMA, "treat_as_queue_consumer": True},
+    )
+    yt.mount_table(path, sync=True)
+
+
+def consumer_offsets(yt, path="//tmp/c"):
+    return {
+        (r["queue_path"], r["partition_index"]): r["offset"]
+        for r in yt.select_rows(f"queue_path, partition_index, [offset] from [{path}]")
+    }
+
+
+def test_consumer_registration_listed_with_cluster_paths(yt_client):
+    yt = yt_client
+    make_queue(yt)
+    make_consumer(yt)
+    assert yt.list_queue_consumer_registrations(consumer_path="//tmp/c") == []
+    yt.register_queue_consumer("//tmp/q", "//tmp/c", vital=True)
+    [registration] = yt.list_queue_consumer_registrations(queue_path="//tmp/q")
+    assert str(registration["queue_path"]) == "//tmp/q"
+    assert registration["queue_path"].attributes == {"cluster": "primary"}
+    assert str(registration["consumer_path"]) == "//tmp/c" and bool(registration["vital"])
+    assert yt.list_queue_consumer_registrations(queue_path="//tmp/other") == []
+    yt.unregister_queue_consumer("//tmp/q", "//tmp/c")
+    assert yt.list_queue_consumer_registrations() == []
+    with pytest.raises(YtResponseError, match="Failed to resolve consumer path"):
+        yt.register_queue_consumer("//tmp/q", "//tmp/missing", vital=False)
+
+
+def test_advance_consumer_writes_the_offset_row_and_checks_the_old_offset(yt_client):
+    yt = yt_client
+    make_consumer(yt)
+    # As in ytsaurus' test_advance_consumer: no registration needed, a missing row is offset 0.
+    yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=1, old_offset=0, new_offset=3)
+    assert consumer_offsets(yt) == {("//tmp/q", 1): 3}
+    with pytest.raises(YtResponseError) as conflict:
+        yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=1, old_offset=4, new_offset=5)
+    assert conflict.value.contains_code(3100)
+    yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=1, old_offset=None, new_offset=7)
+    yt.advance_queue_consumer("//tmp/c", "//tmp/q", partition_index=0, old_offset=0, new_offset=2)
+    assert consumer_offsets(yt) == {("//tmp/q", 1): 7, ("//tmp/q", 0): 2}
+    [row] = yt.select_rows("queue_cluster from [//tmp/c] where partition_index = 0u")
+    assert row == {"queue_cluster": "primary"}
+
+
+def test_pull_consumer_needs_a_registration_and_reads_from_the_offset(yt_client):
+    yt = yt_client
+    make_queue(yt, tablets=1)
+    fill(yt, per_tablet=3, tablets=1)
+    make_consumer(yt)
+    with pytest.raises(YtResponseError, match="not registered"):
+        list(yt.pull_consumer("//tmp/c", "//tmp/q", offset=0, partition_index=0))
+    yt.register_queue_consumer("//tmp/q", "//tmp/c", vital=False)
+    rows = list(yt.pull_consumer("//tmp/c", "//tmp/q", offset=1, partition_index=0))
+    assert [r["$row_index"] for r in rows] == [1, 2]
+    yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=0, old_offset=None, new_offset=2)
+    rows = list(yt.pull_consumer("//tmp/c", "//tmp/q", offset=None, partition_index=0))
+    assert [r["$row_index"] for r in rows] == [2]

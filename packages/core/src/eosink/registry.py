@@ -18,6 +18,8 @@ from eosink import hookspecs
 from eosink.errors import UnknownSinkError
 
 GROUP = "eosink.sinks"
+#: Spark streaming sources shipped as eosink packages: name -> a Spark Python ``DataSource``.
+SOURCES_GROUP = "eosink.sources"
 
 #: Sinks maintained with eosink, and the distribution that provides each.
 KNOWN_SINKS = {
@@ -31,6 +33,11 @@ KNOWN_SINKS = {
 def installed_sinks() -> dict[str, EntryPoint]:
     """The installed sinks by name (nothing is imported)."""
     return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def installed_sources() -> dict[str, EntryPoint]:
+    """The installed sources (Spark Python data sources) by name (nothing is imported)."""
+    return {ep.name: ep for ep in entry_points(group=SOURCES_GROUP)}
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,18 +1,27 @@
-"""Offsets of a queue: per tablet, the row index of the next row to read.
+"""Offsets of the queues a query reads: per queue and tablet, the row index of the next row.
 
-The offset Spark writes into the checkpoint's offset log is ``{"<tablet>": <row index>}``
-(JSON keys are strings). A micro-batch reads ``[start, end)`` of every tablet; the plan of a
-batch is pure arithmetic on row counts, tested here without Spark or YT.
+The offset Spark writes into the checkpoint's offset log is versioned JSON::
+
+    {"v": 1, "queues": {"//home/app/events": {"0": 120, "1": 97}}}
+
+(JSON keys are strings). The version key lets a later release change the shape and still read
+(or clearly refuse) checkpoints written by this one. A micro-batch reads ``[start, end)`` of
+every tablet of every queue; the plan of a batch is pure arithmetic on row counts, tested here
+without Spark or YT.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from eosink import ConfigurationError, EosinkError
+
+#: The version of the offset JSON this release writes and reads.
+VERSION = 1
 
 
 class TrimmedRowsError(EosinkError):
@@ -27,57 +36,90 @@ class TabletCounts:
     trimmed: int
 
 
-Offsets = dict[int, int]
+#: A tablet of a queue: (queue path, tablet index).
+Tablet = tuple[str, int]
+#: The row index of the next row to read, per tablet.
+Offsets = dict[Tablet, int]
 
 
-def to_json(offsets: Offsets) -> dict[str, int]:
-    return {str(t): int(r) for t, r in sorted(offsets.items())}
+def to_json(offsets: Offsets) -> dict[str, Any]:
+    queues: dict[str, dict[str, int]] = {}
+    for (queue, tablet), row in sorted(offsets.items()):
+        queues.setdefault(queue, {})[str(tablet)] = int(row)
+    return {"v": VERSION, "queues": queues}
 
 
-def from_json(offsets: Mapping[str, int]) -> Offsets:
-    return {int(t): int(r) for t, r in offsets.items()}
+def from_json(offset: Mapping[str, Any]) -> Offsets:
+    """Offsets from the checkpoint; an offset of another version is a clear error."""
+    if not isinstance(offset, Mapping) or offset.get("v") != VERSION:
+        raise ConfigurationError(
+            f"the checkpoint holds queue offsets {json.dumps(offset)[:120]} that are not "
+            f"eosink-yt-queue offsets of version {VERSION}: it was written by another source "
+            "or another version of eosink-yt-queue; use that version, or a new checkpoint"
+        )
+    return _nested(offset["queues"])
 
 
-def starting(spec: str, counts: Mapping[int, TabletCounts]) -> Offsets:
-    """The first offsets of a new query from the ``startingOffsets`` option."""
+def _nested(queues: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {(q, int(t)): int(r) for q, tablets in queues.items() for t, r in tablets.items()}
+
+
+def starting(spec: str, counts: Mapping[Tablet, TabletCounts]) -> Offsets:
+    """The first offsets of a new query from the ``startingOffsets`` option: ``earliest``,
+    ``latest``, or JSON ``{"<queue>": {"<tablet>": n}}`` (``{"<tablet>": n}`` for one queue)."""
     spec = spec.strip()
     if spec.lower() == "earliest":
         return {t: c.trimmed for t, c in counts.items()}
     if spec.lower() == "latest":
         return {t: c.total for t, c in counts.items()}
+    queues = sorted({q for q, _ in counts})
     try:
-        given = from_json(json.loads(spec))
+        given = json.loads(spec)
+        if all(isinstance(v, Mapping) for v in given.values()):
+            offsets = _nested(given)
+        elif len(queues) == 1:
+            offsets = _nested({queues[0]: given})
+        else:
+            raise ValueError
     except (ValueError, TypeError, AttributeError):
         raise ConfigurationError(
             f"option startingOffsets: {spec[:80]!r} is not earliest, latest or a JSON object "
-            'of row indexes per tablet such as {"0": 0, "1": 1500}'
+            'of row indexes per queue and tablet such as {"//home/q": {"0": 0, "1": 1500}} '
+            '(for one queue also {"0": 0, "1": 1500})'
         ) from None
-    missing = sorted(set(counts) - set(given))
-    unknown = sorted(set(given) - set(counts))
+    missing = sorted(set(counts) - set(offsets))
+    unknown = sorted(set(offsets) - set(counts))
     if missing or unknown:
         raise ConfigurationError(
-            f"option startingOffsets names tablets {sorted(given)}, the queue has tablets "
-            f"{sorted(counts)}: give a row index for every tablet (missing {missing}, "
-            f"unknown {unknown})"
+            "option startingOffsets must give a row index for every tablet of every queue "
+            f"read: missing {missing}, unknown {unknown}"
         )
-    return given
+    return offsets
 
 
-def check_not_trimmed(path: str, start: Offsets, counts: Mapping[int, TabletCounts]) -> None:
+def check_not_trimmed(start: Offsets, counts: Mapping[Tablet, TabletCounts]) -> None:
     """Fail when a tablet was trimmed past the next row the query must read."""
     lost = {
         t: (start.get(t, 0), c.trimmed) for t, c in counts.items() if c.trimmed > start.get(t, 0)
     }
     if lost:
         detail = ", ".join(
-            f"tablet {t}: next row {nxt}, trimmed up to {trimmed}"
-            for t, (nxt, trimmed) in sorted(lost.items())
+            f"queue {q} tablet {t}: next row {nxt}, trimmed up to {trimmed}"
+            for (q, t), (nxt, trimmed) in sorted(lost.items())
         )
         raise TrimmedRowsError(
-            f"queue {path}: rows this query has not read yet were trimmed ({detail}); they "
-            "cannot be delivered. Register the query's consumer so that trimming waits for it, "
-            "or, to accept the loss, restart with a new checkpoint and startingOffsets=earliest"
+            f"rows this query has not read yet were trimmed ({detail}); they cannot be "
+            "delivered. Register a vital consumer (option consumerPath) so that trimming waits "
+            "for the query, or, to accept the loss, restart with a new checkpoint and "
+            "startingOffsets=earliest"
         )
+
+
+def cap(latest: Offsets, target: Offsets | None) -> Offsets:
+    """``latest``, but never beyond ``target`` (the end fixed by ``trigger(availableNow=True)``)."""
+    if target is None:
+        return latest
+    return {t: min(n, target.get(t, n)) for t, n in latest.items()}
 
 
 def limit_rows(start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
@@ -105,8 +147,9 @@ def limit_rows(start: Offsets, latest: Offsets, max_rows: int | None) -> Offsets
 
 @attrs.frozen
 class TabletRange:
-    """Rows ``[start, end)`` of one tablet: what one Spark task reads."""
+    """Rows ``[start, end)`` of one tablet of one queue: what one Spark task reads."""
 
+    queue: str
     tablet: int
     start: int
     end: int
@@ -115,8 +158,8 @@ class TabletRange:
 def split(start: Offsets, end: Offsets, rows_per_partition: int) -> list[TabletRange]:
     """The tasks of a batch: every tablet's new rows, cut into ranges of bounded size."""
     out = []
-    for tablet in sorted(end):
-        first, last = start.get(tablet, 0), end[tablet]
+    for queue, tablet in sorted(end):
+        first, last = start.get((queue, tablet), 0), end[(queue, tablet)]
         for lo in range(first, last, rows_per_partition):
-            out.append(TabletRange(tablet, lo, min(lo + rows_per_partition, last)))
+            out.append(TabletRange(queue, tablet, lo, min(lo + rows_per_partition, last)))
     return out

@@ -8,7 +8,7 @@ from typing import Any
 
 from eosink import ConfigurationError
 
-from eosink_yt_queue.offsets import TabletCounts, TabletRange
+from eosink_yt_queue.offsets import Tablet, TabletCounts, TabletRange, TrimmedRowsError
 
 _ATTRIBUTES = ["type", "dynamic", "sorted", "tablet_state", "tablet_count", "schema"]
 READABLE = ("mounted", "frozen")
@@ -42,25 +42,25 @@ def describe(client: Any, path: str) -> dict[str, Any]:
     return attrs
 
 
-def tablet_counts(client: Any, path: str, tablet_count: int) -> dict[int, TabletCounts]:
-    """Row counts of every tablet, in one ``get_tablet_infos`` request."""
+def tablet_counts(client: Any, path: str, tablet_count: int) -> dict[Tablet, TabletCounts]:
+    """Row counts of every tablet of the queue, in one ``get_tablet_infos`` request."""
     infos = client.get_tablet_infos(path, list(range(tablet_count)))["tablets"]
     return {
-        t: TabletCounts(total=int(i["total_row_count"]), trimmed=int(i["trimmed_row_count"]))
+        (path, t): TabletCounts(
+            total=int(i["total_row_count"]), trimmed=int(i["trimmed_row_count"])
+        )
         for t, i in enumerate(infos)
     }
 
 
-def pull(client: Any, path: str, rng: TabletRange, pull_rows: int) -> Iterator[list[dict]]:
+def pull(client: Any, rng: TabletRange, pull_rows: int) -> Iterator[list[dict]]:
     """The rows of ``rng`` in row-index order, a list per request; a row that is not there any
     more (trimmed while the batch ran) is an error, never a silent gap."""
-    from eosink_yt_queue.offsets import TrimmedRowsError
-
     offset = rng.start
     while offset < rng.end:
         rows = list(
             client.pull_queue(
-                path,
+                rng.queue,
                 offset=offset,
                 partition_index=rng.tablet,
                 max_row_count=min(pull_rows, rng.end - offset),
@@ -69,7 +69,7 @@ def pull(client: Any, path: str, rng: TabletRange, pull_rows: int) -> Iterator[l
         first = rows[0]["$row_index"] if rows else None
         if first != offset:
             raise TrimmedRowsError(
-                f"queue {path}: tablet {rng.tablet} has no row {offset} any more (next row "
+                f"queue {rng.queue}: tablet {rng.tablet} has no row {offset} any more (next row "
                 f"there: {first}); it was trimmed before this batch read it. Register the "
                 "query's consumer so that trimming waits for it"
             )

@@ -5,7 +5,8 @@ How Spark runs it: ``schema()`` and ``streamReader()`` run on the driver; the re
 ``InputPartition`` is pickled to an executor, where ``read`` builds its own YT client (clients
 do not pickle) and pulls its tablet range. Offsets (a row index per tablet) go into the
 checkpoint's offset log before a batch runs, so a restarted query re-reads exactly the same
-rows; the checkpoint is the source of truth.
+rows; the checkpoint is the source of truth. Spark calls ``commit(end)`` only after the batch
+is committed: the one place the YT consumer moves.
 """
 
 from __future__ import annotations
@@ -17,9 +18,15 @@ import pyarrow as pa
 import structlog
 from eosink_yt_common.spark_types import arrow_batch, spark_columns
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
-from eosink import options_from
+from eosink import ConfigurationError, options_from
 
+from eosink_yt_queue import consumer
 from eosink_yt_queue import offsets as off
 from eosink_yt_queue.options import QueueOptions
 from eosink_yt_queue.queue import describe, pull, tablet_counts
@@ -38,7 +45,7 @@ def parse_options(options: Mapping[str, Any]) -> QueueOptions:
 
 
 class YtQueuePartition(InputPartition):
-    """One task: a tablet range of the queue, and what the executor needs to read it."""
+    """One task: a tablet range of a queue, and what the executor needs to read it."""
 
     def __init__(self, options: QueueOptions, schema: list[dict], rng: off.TabletRange) -> None:
         super().__init__(rng)
@@ -47,13 +54,37 @@ class YtQueuePartition(InputPartition):
         self.rng = rng
 
 
-class YtQueueStreamReader(DataSourceStreamReader):
+def describe_all(client: Any, options: QueueOptions) -> dict[str, dict[str, Any]]:
+    """Every queue's attributes; the queues must have the same columns (one DataFrame)."""
+    attributes = {q: describe(client, q) for q in options.queues}
+    first, *others = options.queues
+    columns = spark_columns(attributes[first]["schema"])
+    for queue in others:
+        if spark_columns(attributes[queue]["schema"]) != columns:
+            raise ConfigurationError(
+                f"queues {first} and {queue} have different columns "
+                f"({spark_columns(attributes[queue]['schema'])} vs {columns}); queues read by "
+                "one query need the same data columns in the same order"
+            )
+    return attributes
+
+
+class YtQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from tablet row counts and reads them with ``pull_queue``."""
 
     def __init__(self, options: QueueOptions) -> None:
         self.options = options
         self._client = None
-        self.attributes = describe(self.client, options.path)
+        self.attributes = describe_all(self.client, options)
+        #: The end fixed by ``trigger(availableNow=True)``: rows appended later wait.
+        self._target: off.Offsets | None = None
+        #: What the consumer was last advanced to by this reader.
+        self._advanced: off.Offsets = {}
+        if options.consumer_path:
+            consumer.check(self.client, options.consumer_path)
+            consumer.register(
+                self.client, options.consumer_path, options.queues, options.consumer_vital
+            )
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader to the executors; a YT client does not pickle.
@@ -65,50 +96,72 @@ class YtQueueStreamReader(DataSourceStreamReader):
             self._client = self.options.connection().client()
         return self._client
 
-    def _counts(self) -> dict[int, off.TabletCounts]:
-        return tablet_counts(self.client, self.options.path, int(self.attributes["tablet_count"]))
+    def _counts(self) -> dict[off.Tablet, off.TabletCounts]:
+        counts = {}
+        for queue, attributes in self.attributes.items():
+            counts.update(tablet_counts(self.client, queue, int(attributes["tablet_count"])))
+        return counts
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         start = off.starting(self.options.starting_offsets, self._counts())
-        log.info("yt_queue.start", path=self.options.path, offsets=off.to_json(start))
+        log.info("yt_queue.start", queues=self.options.queues, offsets=off.to_json(start))
         return off.to_json(start)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802
-        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-
         rows = self.options.max_rows_per_trigger
         return ReadAllAvailable() if rows is None else ReadMaxRows(rows)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        """Spark calls this once when a query starts with ``trigger(availableNow=True)``: the
+        rows there now are the query's target; batches still respect ``maxRowsPerTrigger``."""
+        self._target = {t: c.total for t, c in self._counts().items()}
 
     def latestOffset(self, start: dict, limit: Any) -> dict:  # noqa: N802
         begin = off.from_json(start)
         counts = self._counts()
-        off.check_not_trimmed(self.options.path, begin, counts)
+        off.check_not_trimmed(begin, counts)
+        latest = off.cap({t: c.total for t, c in counts.items()}, self._target)
         max_rows = getattr(limit, "max_rows", None)
-        end = off.limit_rows(begin, {t: c.total for t, c in counts.items()}, max_rows)
-        return off.to_json(end)
+        return off.to_json(off.limit_rows(begin, latest, max_rows))
 
     def partitions(self, start: dict, end: dict) -> list[YtQueuePartition]:
         ranges = off.split(
             off.from_json(start), off.from_json(end), self.options.rows_per_partition
         )
-        schema = list(self.attributes["schema"])
-        return [YtQueuePartition(self.options, schema, r) for r in ranges]
+        return [
+            YtQueuePartition(self.options, list(self.attributes[r.queue]["schema"]), r)
+            for r in ranges
+        ]
 
     def read(self, partition: YtQueuePartition) -> Iterator[pa.RecordBatch]:
         options, rng = partition.options, partition.rng
         client = options.connection().client()
-        for rows in pull(client, options.path, rng, options.pull_rows):
+        for rows in pull(client, rng, options.pull_rows):
             extra = {}
+            if options.queue_id_column:
+                extra[options.queue_id_column] = pa.array([rng.queue] * len(rows), pa.string())
             if options.include_service_columns:
                 first = rows[0]["$row_index"]
-                extra = {
-                    SPYT_TABLET_INDEX: pa.array([rng.tablet] * len(rows), pa.int64()),
-                    SPYT_ROW_INDEX: pa.array(range(first, first + len(rows)), pa.int64()),
-                }
+                extra[SPYT_TABLET_INDEX] = pa.array([rng.tablet] * len(rows), pa.int64())
+                extra[SPYT_ROW_INDEX] = pa.array(range(first, first + len(rows)), pa.int64())
             yield arrow_batch(partition.schema, rows, extra)
 
     def commit(self, end: dict) -> None:
-        log.debug("yt_queue.committed", path=self.options.path, offsets=end)
+        """Spark calls this after the batch ending at ``end`` is committed (its sink done and
+        the commit log written): only now may the consumer move. A failed advance is logged
+        and tried again at the next commit; the checkpoint, not the consumer, says what a
+        replay reads."""
+        path = self.options.consumer_path
+        if not path:
+            return
+        moved = {t: n for t, n in off.from_json(end).items() if self._advanced.get(t) != n}
+        try:
+            consumer.advance(self.client, path, moved)
+        except Exception as exc:  # noqa: BLE001 - progress for YT only; the query goes on
+            log.warning("yt_queue.consumer_advance_failed", consumer=path, error=str(exc))
+            return
+        self._advanced.update(moved)
+        log.debug("yt_queue.consumer_advanced", consumer=path, tablets=len(moved))
 
     def stop(self) -> None:
         self._client = None
@@ -126,8 +179,13 @@ class YtQueueDataSource(DataSource):
 
     def schema(self) -> str:
         options = self._options()
-        attributes = describe(options.connection().client(), options.path)
-        columns = spark_columns(attributes["schema"])
+        client = options.connection().client()
+        attributes = describe_all(client, options)
+        if options.consumer_path:
+            consumer.check(client, options.consumer_path)
+        columns = spark_columns(attributes[options.queues[0]]["schema"])
+        if options.queue_id_column:
+            columns.append((options.queue_id_column, "string"))
         if options.include_service_columns:
             columns += [(SPYT_TABLET_INDEX, "long"), (SPYT_ROW_INDEX, "long")]
         return ", ".join(f"`{name}` {kind}" for name, kind in columns)

@@ -161,6 +161,13 @@ class Commands:
             "trim_rows": self.trim_rows,
             "pull_queue": self.pull_queue,
             "get_tablet_infos": self.get_tablet_infos,
+            "register_queue_consumer": self.register_queue_consumer,
+            "unregister_queue_consumer": self.unregister_queue_consumer,
+            "list_queue_consumer_registrations": self.list_queue_consumer_registrations,
+            "advance_consumer": self.advance_consumer,
+            "advance_queue_consumer": self.advance_consumer,
+            "pull_consumer": self.pull_consumer,
+            "pull_queue_consumer": self.pull_consumer,
             "lock_rows": self.lock_rows,
             "start_operation": self.start_operation,
             "get_operation": self.get_operation,
@@ -1086,6 +1093,21 @@ class Commands:
 
     def get_tablet_infos(self, params, _):
         return self.state.dynamic.tablet_infos(params)
+
+    def register_queue_consumer(self, params, _):
+        return self.state.consumers.register(params)
+
+    def unregister_queue_consumer(self, params, _):
+        return self.state.consumers.unregister(params)
+
+    def list_queue_consumer_registrations(self, params, _):
+        return self.state.consumers.list(params)
+
+    def advance_consumer(self, params, _):
+        return self.state.consumers.advance(params)
+
+    def pull_consumer(self, params, _):
+        return Tabular(self.state.consumers.pull(params), {})
 
     def alter_table(self, params, _):
         tx = self.tx(params)

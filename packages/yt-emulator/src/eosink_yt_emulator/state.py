@@ -12,6 +12,7 @@ from importlib import resources
 
 from .commands import Commands
 from .common import Clock
+from .consumers import QueueConsumers
 from .cypress import Cypress
 from .dynamic import DynamicTables
 from .operations import Operations
@@ -88,6 +89,7 @@ class EmulatorState:
         self.cypress = Cypress(self)
         self.tables = StaticTables(self)
         self.dynamic = DynamicTables(self)
+        self.consumers = QueueConsumers(self)
         self.operations = Operations(self)
         self.descriptors = load_descriptors()
         self.commands = Commands(self)

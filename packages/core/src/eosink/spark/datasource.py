@@ -49,7 +49,7 @@ from eosink.protocol import (
     finish,
     prepare,
 )
-from eosink.registry import installed_sinks, plugin_manager, sink_from_options
+from eosink.registry import installed_sinks, installed_sources, plugin_manager, sink_from_options
 from eosink.spark.checkpoint import stream_position
 
 log = structlog.get_logger("eosink")
@@ -300,7 +300,9 @@ DATA_SOURCES = _define_data_sources()
 
 
 def register(spark: Any) -> list[str]:
-    """Register ``eosink-<name>`` for every installed sink; returns the format names."""
-    for cls in DATA_SOURCES.values():
+    """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
+    point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
+    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in installed_sources().values())]
+    for cls in classes:
         spark.dataSource.register(cls)
-    return [cls.name() for cls in DATA_SOURCES.values()]
+    return [cls.name() for cls in classes]
