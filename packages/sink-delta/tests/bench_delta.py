@@ -84,6 +84,50 @@ def timed(start: Callable[[], Any]) -> float:
     return time.perf_counter() - began
 
 
+def delta_paths(
+    stream: Callable[[], Any],
+    out: Callable[[str], tuple[str, str]],
+    timer: Any = None,
+    partition_by: tuple[str, ...] = (),
+) -> dict[str, Callable[[], Any]]:
+    """The delta sink's paths (name -> start): the data source and foreachBatch per writer.
+
+    ``stream()`` is the stream's writer (source and trigger set), ``out(name)`` a fresh
+    (table, checkpoint) pair; ``timer`` a plugin added to the foreachBatch runs.
+    """
+    options = {"partitionBy": ",".join(partition_by)} if partition_by else {}
+
+    def delta_source() -> Any:
+        target, ckpt = out("eosink-delta")
+        return (
+            stream()
+            .format("eosink-delta")
+            .option("writerId", "bench")
+            .option("path", target)
+            .option("checkpointLocation", ckpt)
+            .options(**options)
+            .start()
+        )
+
+    def delta_foreach(file_writer: str) -> Callable[[], Any]:
+        def start() -> Any:
+            target, ckpt = out(f"eosink-delta-fb-{file_writer}")
+            sink = eosink.sink(
+                "delta", path=target, file_writer=file_writer, partition_by=partition_by
+            )
+            plugins = [timer] if timer else []
+            writer = eosink.foreach_batch(sink, writer_id="bench", plugins=plugins)
+            return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
+
+        return start
+
+    return {
+        "eosink-delta (data source)": delta_source,
+        "eosink-delta (fB, arrow)": delta_foreach("arrow"),
+        "eosink-delta (fB, spark)": delta_foreach("spark"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -165,31 +209,8 @@ def main() -> None:
         runs["eosink-files (fB, arrow)"] = files_foreach("arrow")
         runs["eosink-files (fB, spark)"] = files_foreach("spark")
 
-    def delta_source() -> Any:
-        target, ckpt = out("eosink-delta")
-        return (
-            stream()
-            .format("eosink-delta")
-            .option("writerId", "bench")
-            .option("path", target)
-            .option("checkpointLocation", ckpt)
-            .start()
-        )
-
     timer = CommitTimer()
-
-    def delta_foreach(file_writer: str) -> Callable[[], Any]:
-        def start() -> Any:
-            target, ckpt = out(f"eosink-delta-fb-{file_writer}")
-            sink = eosink.sink("delta", path=target, file_writer=file_writer)
-            writer = eosink.foreach_batch(sink, writer_id="bench", plugins=[timer])
-            return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
-
-        return start
-
-    runs["eosink-delta (data source)"] = delta_source
-    runs["eosink-delta (fB, arrow)"] = delta_foreach("arrow")
-    runs["eosink-delta (fB, spark)"] = delta_foreach("spark")
+    runs.update(delta_paths(stream, out, timer))
 
     for start in runs.values():  # warm-up: JIT, imports, Python workers of every path
         timed(start)

@@ -158,6 +158,24 @@ def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
         print(fmt(r))
 
 
+def history(work: str, at: list[int], batches: int, trigger_s: float) -> list[dict[str, float]]:
+    """``run_batches``' figures at each history length, on a log synthesized in ``work``."""
+    results = []
+    for n in at:
+        out = os.path.join(work, f"at-{n}")
+        began = time.perf_counter()
+        synthesize_history(out, n, trigger_s=trigger_s, writer=WRITER, query="q")
+        built = time.perf_counter() - began
+        log_files = len(os.listdir(os.path.join(out, "_spark_metadata")))
+        result = run_batches(out, n, batches, trigger_s)
+        size = compact_bytes(out)
+        shutil.rmtree(out, ignore_errors=True)
+        results.append(
+            {"at": n, "log_files": log_files, "compact_bytes": size, "synth_s": built, **result}
+        )
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     import structlog
 
@@ -174,27 +192,20 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="eosink-files-logbench-", dir=args.work)
     rows, base = [], None
     try:
-        for at in args.at:
-            out = os.path.join(work, f"at-{at}")
-            began = time.perf_counter()
-            synthesize_history(out, at, trigger_s=trigger, writer=WRITER, query="q")
-            built = time.perf_counter() - began
-            log_files = len(os.listdir(os.path.join(out, "_spark_metadata")))
-            result = run_batches(out, at, args.batches, trigger)
+        for result in history(work, args.at, args.batches, trigger):
             base = base or result["median_ms"]
             rows.append(
                 (
-                    f"{at:,}",
-                    str(log_files),
+                    f"{result['at']:,}",
+                    str(result["log_files"]),
                     f"{result['median_ms']:.2f}",
                     f"{result['median_ms'] / base:.2f}x",
                     f"{result['cold_ms']:.1f}",
                     f"{result['compaction_ms']:.1f}",
-                    f"{compact_bytes(out) / 1e6:.1f}",
-                    f"{built:.0f}",
+                    f"{result['compact_bytes'] / 1e6:.1f}",
+                    f"{result['synth_s']:.0f}",
                 )
             )
-            shutil.rmtree(out, ignore_errors=True)
         print_history(rows, args)
         if not args.no_s3:
             local_vs_s3(work, args.s3_at, args.batches, trigger)

@@ -75,6 +75,90 @@ def timed(start) -> float:
     return time.perf_counter() - began
 
 
+def configs(
+    spark,
+    work: str,
+    tag: str,
+    source: str,
+    has_entry_point: bool,
+    s3: Any = None,
+    partition_by: tuple[str, ...] = (),
+):
+    """(name, start) of every path, each writing the stream of ``source`` into ``work``.
+
+    ``start`` is None where the path cannot run (no ``files`` entry point: no data source).
+    With ``partition_by``, every file sink writes Hive-style partition folders of those columns.
+    """
+    import eosink
+    from eosink_files.sink import FilesSink
+
+    def out(name):
+        return os.path.join(work, f"{tag}-{name}")
+
+    def ck(name):
+        return os.path.join(work, f"{tag}-{name}-ckpt")
+
+    def base(name):
+        return (
+            stream(spark, source)
+            .writeStream.option("checkpointLocation", ck(name))
+            .trigger(availableNow=True)
+        )
+
+    yield "noop", lambda: base("noop").format("noop").start()
+
+    def spark_parquet():
+        writer = base("spark").format("parquet").option("path", out("spark"))
+        return (writer.partitionBy(*partition_by) if partition_by else writer).start()
+
+    yield "spark parquet", spark_parquet
+    if has_entry_point:
+        yield "eosink data source", lambda: (
+            base("ds")
+            .format("eosink-files")
+            .option("writerId", "bench")
+            .option("path", out("ds"))
+            .options(**({"partitionBy": ",".join(partition_by)} if partition_by else {}))
+            .start()
+        )
+    else:
+        yield "eosink data source", None
+    for engine in ("spark", "arrow"):
+        yield f"eosink foreachBatch, {engine} engine", lambda engine=engine: base(
+            f"fb-{engine}"
+        ).foreachBatch(
+            eosink.foreach_batch(
+                FilesSink(path=out(f"fb-{engine}"), engine=engine, partition_by=partition_by),
+                writer_id="bench",
+            )
+        ).start()
+    if s3 is None:
+        return
+    bucket = s3.create_bucket()
+    storage = s3.fsspec_options()
+    spark_storage = {
+        "storage.key": s3.access_key,
+        "storage.secret": s3.secret_key,
+        "storage.client_kwargs.endpoint_url": s3.url,
+        "storage.client_kwargs.region_name": s3.region,
+    }
+    if has_entry_point:
+        yield "eosink data source" + S3_SUFFIX, lambda: (
+            base("ds-s3")
+            .format("eosink-files")
+            .option("writerId", "bench")
+            .option("path", f"s3://{bucket}/{tag}-ds")
+            .options(**spark_storage)
+            .start()
+        )
+    yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
+        eosink.foreach_batch(
+            FilesSink(path=f"s3://{bucket}/{tag}-fb", storage_options=storage),
+            writer_id="bench",
+        )
+    ).start()
+
+
 def run_spark(args, work: str, s3: Any = None) -> list[tuple[str, float | None]]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -82,7 +166,6 @@ def run_spark(args, work: str, s3: Any = None) -> list[tuple[str, float | None]]
 
     import eosink
     from eosink.registry import installed_sinks
-    from eosink_files.sink import FilesSink
 
     spark = (
         SparkSession.builder.master(f"local[{args.cores}]")
@@ -99,78 +182,18 @@ def run_spark(args, work: str, s3: Any = None) -> list[tuple[str, float | None]]
     if has_entry_point:
         eosink.register_data_sources(spark)
 
-    def configs(tag: str, source: str):
-        def out(name):
-            return os.path.join(work, f"{tag}-{name}")
-
-        def ck(name):
-            return os.path.join(work, f"{tag}-{name}-ckpt")
-
-        def base(name):
-            return (
-                stream(spark, source)
-                .writeStream.option("checkpointLocation", ck(name))
-                .trigger(availableNow=True)
-            )
-
-        yield "noop", lambda: base("noop").format("noop").start()
-        yield "spark parquet", lambda: base("spark").format("parquet").option(
-            "path", out("spark")
-        ).start()
-        if has_entry_point:
-            yield "eosink data source", lambda: (
-                base("ds")
-                .format("eosink-files")
-                .option("writerId", "bench")
-                .option("path", out("ds"))
-                .start()
-            )
-        else:
-            yield "eosink data source", None
-        for engine in ("spark", "arrow"):
-            yield f"eosink foreachBatch, {engine} engine", lambda engine=engine: base(
-                f"fb-{engine}"
-            ).foreachBatch(
-                eosink.foreach_batch(
-                    FilesSink(path=out(f"fb-{engine}"), engine=engine), writer_id="bench"
-                )
-            ).start()
-        if s3 is None:
-            return
-        bucket = s3.create_bucket()
-        storage = s3.fsspec_options()
-        spark_storage = {
-            "storage.key": s3.access_key,
-            "storage.secret": s3.secret_key,
-            "storage.client_kwargs.endpoint_url": s3.url,
-            "storage.client_kwargs.region_name": s3.region,
-        }
-        if has_entry_point:
-            yield "eosink data source" + S3_SUFFIX, lambda: (
-                base("ds-s3")
-                .format("eosink-files")
-                .option("writerId", "bench")
-                .option("path", f"s3://{bucket}/{tag}-ds")
-                .options(**spark_storage)
-                .start()
-            )
-        yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
-            eosink.foreach_batch(
-                FilesSink(path=f"s3://{bucket}/{tag}-fb", storage_options=storage),
-                writer_id="bench",
-            )
-        ).start()
-
     warm = os.path.join(work, "warm-in")
     make_input(warm, 2, WARMUP_ROWS)
-    for _name, start in configs("warm", warm):  # JIT, Python workers, imports
+    for _name, start in configs(
+        spark, work, "warm", warm, has_entry_point, s3
+    ):  # JIT, Python workers, imports
         if start:
             timed(start)
     source = os.path.join(work, "in")
     make_input(source, args.batches, args.rows)
     results: dict[str, list[float]] = {}
     for rep in range(args.repeat):
-        for name, start in configs(f"r{rep}", source):
+        for name, start in configs(spark, work, f"r{rep}", source, has_entry_point, s3):
             results.setdefault(name, [])
             if start:
                 results[name].append(timed(start))

@@ -96,6 +96,36 @@ VARIANTS = {  # name -> (label, duplicate check, rows dealt round-robin)
 }
 
 
+def measure(total: int, parts_n: int, repeat: int) -> dict[str, list[float]]:
+    """Seconds of each variant's runs (``repeat`` each, interleaved, after one warm-up each)."""
+    emu = YtEmulator().start()
+    try:
+        client = emu.client(**PATIENT)
+        schema = partitions(parts_n, parts_n, 0)[0][0].schema
+        for name in VARIANTS:
+            create_output_table(client, f"//bench/{name}", schema)
+        for name, (_, check, _) in VARIANTS.items():  # warm up each: aux tables, connections
+            warm = partitions(parts_n * 10, parts_n, 10_000)
+            if check is None:
+                bare(client, f"//bench/{name}", warm)
+            else:
+                sink_run(emu, f"//bench/{name}", warm, 0, check, "warm-up")
+        times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        for r in range(repeat):
+            parts = partitions(total, parts_n, r)
+            for name, (_, check, deal) in VARIANTS.items():
+                data = dealt(parts) if deal else parts
+                started = time.perf_counter()
+                if check is None:
+                    bare(client, f"//bench/{name}", data)
+                else:
+                    sink_run(emu, f"//bench/{name}", data, r, check)
+                times[name].append(time.perf_counter() - started)
+    finally:
+        emu.stop()
+    return times
+
+
 def main() -> None:
     import logging
 
@@ -105,27 +135,7 @@ def main() -> None:
     total = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     parts_n = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     repeat = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-    emu = YtEmulator().start()
-    client = emu.client(**PATIENT)
-    schema = partitions(parts_n, parts_n, 0)[0][0].schema
-    for name in VARIANTS:
-        create_output_table(client, f"//bench/{name}", schema)
-    for name, (_, check, _) in VARIANTS.items():  # warm up: aux tables, connections
-        if check is not None:
-            warm = partitions(parts_n * 10, parts_n, 10_000)
-            sink_run(emu, f"//bench/{name}", warm, 0, check, "warm-up")
-    best = {name: 1e9 for name in VARIANTS}
-    for r in range(repeat):
-        parts = partitions(total, parts_n, r)
-        for name, (_, check, deal) in VARIANTS.items():
-            data = dealt(parts) if deal else parts
-            started = time.perf_counter()
-            if check is None:
-                bare(client, f"//bench/{name}", data)
-            else:
-                sink_run(emu, f"//bench/{name}", data, r, check)
-            best[name] = min(best[name], time.perf_counter() - started)
-    emu.stop()
+    best = {name: min(times) for name, times in measure(total, parts_n, repeat).items()}
     print(f"{total:,} rows in {parts_n} partitions, chunks of {CHUNK:,}, best of {repeat}:\n")
     print("| variant | rows/s | time | vs bare loop |")
     print("|---|---|---|---|")

@@ -20,12 +20,14 @@ real cluster's speed):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import pickle
 import statistics
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -162,30 +164,21 @@ def sink_against_plain(bench: Bench, rows: int, parts: int, batches: int) -> Non
             )
 
 
-def append_against_table_size(
+def append_costs(
     bench: Bench,
     append_rows: int,
     sizes: list[int],
     merge_sizes: list[int],
     parts: int,
     repeats: int,
-) -> None:
-    print(
-        f"\n2. commit of a {append_rows}-row append against the table's size "
-        f"(ms, median of {repeats} batches)"
-    )
-    header = ["table rows", "unsorted", "x 1st", "sorted, keys after", "x 1st"]
-    header += ["sorted, keys overlap", "x 1st"]
-    print(
-        f"{header[0]:>12}{header[1]:>10}{header[2]:>7}{header[3]:>20}{header[4]:>7}"
-        f"{header[5]:>21}{header[6]:>7}"
-    )
-    first: dict[str, float] = {}
+) -> list[dict[str, Any]]:
+    """Per table size: the commit ms of each batch, per kind (``None``: not run at that size)."""
+    results = []
     for n, size in enumerate(sizes):
-        cells = []
+        row: dict[str, Any] = {"size": size}
         for kind, keys in (("unsorted", ()), ("after", ("id",)), ("overlap", ("id",))):
             if kind == "overlap" and size not in merge_sizes:
-                cells.append(None)
+                row[kind] = None
                 continue
             path = f"//bench/append_{kind}_{n}"
             bench.table(path, size, keys)
@@ -197,14 +190,39 @@ def append_against_table_size(
                     bench.sink(path), batch_id, partitions(start, append_rows, parts, False)
                 )
                 took.append(r["commit"])
-            cells.append((statistics.median(took), r["way"]))
+            row[kind] = took
             bench.client.remove(path)
-        line = f"{size:>12,}"
-        for (kind, width), cell in zip((("unsorted", 10), ("after", 20), ("overlap", 21)), cells):
-            if cell is None:
+        results.append(row)
+    return results
+
+
+def append_against_table_size(
+    bench: Bench,
+    append_rows: int,
+    sizes: list[int],
+    merge_sizes: list[int],
+    parts: int,
+    repeats: int,
+) -> None:
+    results = append_costs(bench, append_rows, sizes, merge_sizes, parts, repeats)
+    print(
+        f"\n2. commit of a {append_rows}-row append against the table's size "
+        f"(ms, median of {repeats} batches)"
+    )
+    header = ["table rows", "unsorted", "x 1st", "sorted, keys after", "x 1st"]
+    header += ["sorted, keys overlap", "x 1st"]
+    print(
+        f"{header[0]:>12}{header[1]:>10}{header[2]:>7}{header[3]:>20}{header[4]:>7}"
+        f"{header[5]:>21}{header[6]:>7}"
+    )
+    first: dict[str, float] = {}
+    for row in results:
+        line = f"{row['size']:>12,}"
+        for kind, width in (("unsorted", 10), ("after", 20), ("overlap", 21)):
+            if row[kind] is None:
                 line += f"{'(not run)':>{width}}{'':>7}"
                 continue
-            ms, _ = cell
+            ms = statistics.median(row[kind])
             first.setdefault(kind, ms)
             line += f"{ms:>{width}.0f}{ms / first[kind]:>7.2f}"
         print(line)
@@ -223,6 +241,22 @@ def spill_cost(bench: Bench, rows: int, parts: int, request_rows: int) -> None:
         print(f"{per_request:>18,}{r['write_ms']:>10.0f}{r['spilled'] / 1e6:>12.1f}")
 
 
+@contextlib.contextmanager
+def session() -> Iterator[Bench]:
+    """A started emulator with a ``//bench`` folder, the sink's log events captured."""
+    saved = structlog.get_config()
+    emu = YtEmulator().start()
+    bench = Bench(emu)
+    logging.getLogger("Yt").setLevel(logging.WARNING)  # after the client set its logger up
+    structlog.configure(processors=[bench.keep])
+    try:
+        bench.client.create("map_node", "//bench")
+        yield bench
+    finally:
+        emu.stop()
+        structlog.configure(**saved)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=200_000)
@@ -235,13 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--spill-rows", type=int, default=200_000)
     parser.add_argument("--spill-request-rows", type=int, default=20_000)
     args = parser.parse_args(argv)
-    saved = structlog.get_config()
-    emu = YtEmulator().start()
-    bench = Bench(emu)
-    logging.getLogger("Yt").setLevel(logging.WARNING)  # after the client set its logger up
-    structlog.configure(processors=[bench.keep])
-    try:
-        bench.client.create("map_node", "//bench")
+    with session() as bench:
         sink_against_plain(bench, args.rows, args.partitions, args.batches)
         sizes = [int(s) for s in args.sizes.split(",")]
         merge_sizes = [int(s) for s in args.merge_sizes.split(",")]
@@ -249,9 +277,6 @@ def main(argv: list[str] | None = None) -> None:
             bench, args.append_rows, sizes, merge_sizes, args.partitions, args.repeats
         )
         spill_cost(bench, args.spill_rows, args.partitions, args.spill_request_rows)
-    finally:
-        emu.stop()
-        structlog.configure(**saved)
 
 
 if __name__ == "__main__":

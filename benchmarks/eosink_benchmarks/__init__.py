@@ -1,0 +1,1 @@
+"""One benchmark report over every sink: ``./pants run benchmarks:report -- --size smoke``."""

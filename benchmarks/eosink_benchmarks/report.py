@@ -1,0 +1,309 @@
+"""One report over every eosink benchmark: tables, ratios to the anchors, plots.
+
+    ./pants run benchmarks:report -- --size smoke --out /tmp/report    # minutes: checks it runs
+    ./pants run benchmarks:report -- --size full --out /tmp/report     # the figures (hours)
+
+Runs the packages' own benchmarks at one size, with one rule (every path warmed once in the
+same session; best of N and median printed), prints every table, and writes ``report.md`` and
+the PNG plots into ``--out``. Sections: 1 throughput on one stream, 2 exactly-once overhead
+per batch, 3 cost as the history grows, 4 the YT sinks' cost as the table grows, 5 recovery
+after SIGKILL. Each target of the report is checked and a missed one is said so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+
+import attrs
+import structlog
+
+from eosink_benchmarks import history, machine, overhead, plots, recovery, throughput, yt
+from eosink_benchmarks.progress import Progress
+from eosink_benchmarks.tables import Table, Target
+
+
+@attrs.frozen
+class Size:
+    """How big every section runs."""
+
+    batches: int  # throughput: micro-batches of the stream
+    rows: int  # throughput: rows per micro-batch
+    repeat: int  # throughput, yt-dynamic: best of this many
+    warm: bool  # throughput: warm every path up first (off only where figures mean nothing)
+    overhead_batches: int
+    history_at: tuple[int, ...]
+    history_batches: int
+    static_sizes: tuple[int, ...]
+    static_merge_sizes: tuple[int, ...]
+    static_append_rows: int
+    static_repeats: int
+    dynamic_rows: int
+    dynamic_parts: int
+    recovery_cycles: int
+    recovery_files: int
+    recovery_rows: int
+    recovery_together: bool  # restart all sinks' queries in one process (smoke: saves a JVM)
+
+
+SIZES = {
+    "full": Size(
+        batches=5,
+        rows=2_000_000,
+        repeat=3,
+        warm=True,
+        overhead_batches=50,
+        history_at=(10, 1_000, 10_000, 100_000),
+        history_batches=20,
+        static_sizes=(10_000, 100_000, 1_000_000, 10_000_000),
+        static_merge_sizes=(10_000, 100_000),
+        static_append_rows=10_000,
+        static_repeats=5,
+        dynamic_rows=1_000_000,
+        dynamic_parts=20,
+        recovery_cycles=3,
+        recovery_files=20,
+        recovery_rows=200_000,
+        recovery_together=False,
+    ),
+    # Everything runs once, on sizes that only show that it does (no figure means anything):
+    # the throughput paths without their warm-up runs, which would double the section.
+    "smoke": Size(
+        batches=1,
+        rows=5_000,
+        repeat=1,
+        warm=False,
+        overhead_batches=5,
+        history_at=(10, 100),
+        history_batches=3,
+        static_sizes=(100, 1_000),
+        static_merge_sizes=(100,),
+        static_append_rows=100,
+        static_repeats=1,
+        dynamic_rows=400,
+        dynamic_parts=2,
+        recovery_cycles=1,
+        recovery_files=8,
+        recovery_rows=5_000,
+        recovery_together=True,
+    ),
+}
+
+SECTIONS = ("throughput", "overhead", "history", "yt", "recovery")
+
+
+@attrs.define
+class Report:
+    """What the sections produced, in order."""
+
+    out: str
+    targets: list[Target] = attrs.Factory(list)
+    sections: list[tuple[str, list[Table], list[str]]] = attrs.Factory(
+        list
+    )  # (title, tables, PNGs)
+
+    def add(self, title: str, tables: list[Table], pngs: list[str], targets: list[Target]) -> None:
+        self.sections.append((title, tables, pngs))
+        self.targets += targets
+        for t in tables:
+            print("\n" + t.markdown(), flush=True)
+
+    def markdown(self, header: list[str], size: str) -> str:
+        lines = [f"# eosink benchmark report ({size})", "", *header, ""]
+        lines += [
+            "Rule: every path is warmed once in the same session before it is measured; where "
+            "a path runs several times the best and the median are both shown. A smoke report "
+            "only shows that every benchmark runs: its figures mean nothing.",
+            "",
+        ]
+        if self.targets:
+            summary = Table(
+                "Targets",
+                ("section", "what", "target", "measured", "status"),
+                tuple(t.row() for t in self.targets),
+            )
+            lines.append(summary.markdown())
+        for title, tables, pngs in self.sections:
+            lines += [f"## {title}", ""]
+            for t in tables:
+                lines.append(t.markdown())
+            lines += [f"![{title}]({png})\n" for png in pngs]
+        return "\n".join(lines)
+
+
+def section_throughput(
+    report: Report, size: Size, work: str, cores: int, progress: Progress
+) -> None:
+    from eosink.testing.spark import local_spark
+
+    import eosink
+    from eosink.registry import installed_sinks
+
+    conf = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    spark = local_spark(cores=cores, **conf)
+    if installed_sinks():
+        eosink.register_data_sources(spark)
+    try:
+        variants = throughput.run(
+            spark, work, size.batches, size.rows, size.repeat, size.warm, progress
+        )
+    finally:
+        spark.stop()
+    total = size.batches * size.rows
+    rates = [
+        (v.title, {n: total / t.best for n, t in v.results.items() if t.ran}) for v in variants
+    ]
+    png = plots.throughput(rates, os.path.join(report.out, "throughput.png"), throughput.SPARK)
+    report.add(
+        "1. Throughput",
+        throughput.tables(variants, size.batches, size.rows, size.repeat, size.warm),
+        [png],
+        throughput.targets(variants),
+    )
+
+
+def section_overhead(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
+    results = overhead.run(work, size.overhead_batches, progress)
+    png = plots.overhead(
+        [(r.sink, r.median, r.p95) for r in results],
+        os.path.join(report.out, "overhead.png"),
+        overhead.LIMIT_MS,
+    )
+    report.add(
+        "2. Exactly-once overhead per batch",
+        [overhead.table(results, size.overhead_batches)],
+        [png],
+        overhead.targets(results),
+    )
+
+
+def section_history(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
+    results = history.run(work, list(size.history_at), size.history_batches, progress)
+    png = plots.curves(
+        history.curves(results),
+        os.path.join(report.out, "history.png"),
+        "batch (history length)",
+        "median ms per batch",
+        "Driver cost per batch (is_committed + init + commit) as the history grows",
+    )
+    report.add(
+        "3. Cost as the history grows",
+        [history.table(results, size.history_batches)],
+        [png],
+        history.targets(results),
+    )
+
+
+def section_yt(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
+    static = yt.run_static(
+        list(size.static_sizes),
+        list(size.static_merge_sizes),
+        size.static_append_rows,
+        2,
+        size.static_repeats,
+        progress,
+    )
+    dynamic = yt.run_dynamic(size.dynamic_rows, size.dynamic_parts, size.repeat, progress)
+    lines = {
+        yt.KINDS[kind]: [(r["size"], yt.statistics.median(r[kind])) for r in static if r[kind]]
+        for kind in yt.KINDS
+    }
+    png = plots.curves(
+        lines,
+        os.path.join(report.out, "yt_static.png"),
+        "table rows",
+        "commit ms (median)",
+        f"yt-static: commit of a {size.static_append_rows:,}-row append vs table size (emulator)",
+    )
+    report.add(
+        "4. YT sinks: cost as the table grows, and next to a bare loop",
+        [
+            yt.static_table(static, size.static_append_rows, size.static_repeats),
+            yt.dynamic_table(dynamic, size.dynamic_rows, size.dynamic_parts, size.repeat),
+        ],
+        [png],
+        yt.static_targets(static),
+    )
+
+
+def section_recovery(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
+    results = recovery.run(
+        work,
+        size.recovery_cycles,
+        size.recovery_files,
+        size.recovery_rows,
+        size.recovery_together,
+        progress,
+    )
+    png = plots.bars(
+        {r.sink: r.from_process.best for r in results},
+        os.path.join(report.out, "recovery.png"),
+        "seconds from the restarted process' start to its first committed batch (best)",
+        "Recovery after SIGKILL",
+    )
+    report.add(
+        "5. Recovery after SIGKILL",
+        [recovery.table(results, size.recovery_cycles, size.recovery_rows, size.recovery_together)],
+        [png],
+        [],
+    )
+
+
+RUNS: dict[str, Callable[[Report, Size, str, int, Progress], None]] = {
+    "throughput": section_throughput,
+    "overhead": section_overhead,
+    "history": section_history,
+    "yt": section_yt,
+    "recovery": section_recovery,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="smoke")
+    parser.add_argument("--out", required=True, help="folder for report.md and the plots")
+    parser.add_argument("--cores", type=int, default=2, help="Spark's local[N]")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"a subset of {','.join(SECTIONS)}"
+    )
+    parser.add_argument("--work", default=None, help="scratch folder (default: a temp folder)")
+    args = parser.parse_args(argv)
+    sections = [s for s in args.sections.split(",") if s]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    os.makedirs(args.out, exist_ok=True)
+    size = SIZES[args.size]
+    header = machine.describe(args.cores)
+    print("\n".join(header), flush=True)
+    report = Report(args.out)
+    progress = Progress(len(sections))
+    work = tempfile.mkdtemp(prefix="eosink-report-", dir=args.work)
+    try:
+        for name in sections:
+            progress.start(name)
+            folder = os.path.join(work, name)
+            os.makedirs(folder)
+            RUNS[name](report, size, folder, args.cores, progress)
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    path = os.path.join(args.out, "report.md")
+    with open(path, "w") as f:
+        f.write(report.markdown(header, args.size))
+    missed = [t for t in report.targets if t.ok is False]
+    print(f"\n{len(report.targets)} targets, {len(missed)} missed; report: {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

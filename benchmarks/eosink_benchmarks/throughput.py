@@ -1,0 +1,231 @@
+"""Section 1: throughput of every sink on the same stream, beside Spark's sinks.
+
+The stream and the paths are the packages' own benchmarks' (``bench_throughput`` of
+sink-files: the input, noop, Spark's parquet sink and eosink-files' paths; ``bench_delta``
+of sink-delta: eosink-delta's paths); this module adds the example third-party sink, the
+partitioned variant and the report's measuring rule.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import bench_delta
+import bench_throughput
+
+import eosink
+from eosink.registry import installed_sinks
+from eosink_benchmarks.progress import Progress
+from eosink_benchmarks.tables import Table, Target, ratio
+from eosink_benchmarks.timing import Timings, measure
+
+#: A column of the stream with 50 distinct values (``bench_throughput.make_input``).
+PARTITION_COLUMN = "country"
+
+#: The files benchmark's names -> the report's.
+FILES_NAMES = {
+    "noop": "noop",
+    "spark parquet": "Spark's parquet sink",
+    "eosink data source": "eosink-files, data source",
+    "eosink foreachBatch, spark engine": "eosink-files, foreachBatch, spark engine",
+    "eosink foreachBatch, arrow engine": "eosink-files, foreachBatch, arrow engine",
+}
+DELTA_NAMES = {
+    "eosink-delta (data source)": "eosink-delta, data source",
+    "eosink-delta (fB, spark)": "eosink-delta, foreachBatch, spark writer",
+    "eosink-delta (fB, arrow)": "eosink-delta, foreachBatch, arrow writer",
+}
+SQLITE = "eosink-sqlite (example), foreachBatch"
+SPARK = FILES_NAMES["spark parquet"]
+NOOP = FILES_NAMES["noop"]
+#: Each delta path and the files path it is compared with.
+DELTA_TWINS = {
+    "eosink-delta, data source": "eosink-files, data source",
+    "eosink-delta, foreachBatch, spark writer": "eosink-files, foreachBatch, spark engine",
+    "eosink-delta, foreachBatch, arrow writer": "eosink-files, foreachBatch, arrow engine",
+}
+
+
+@attrs.frozen
+class Variant:
+    title: str
+    partition_by: tuple[str, ...]
+    results: dict[str, Timings]
+
+
+def path_starts(
+    spark: Any, folder: str, source: str, partition_by: tuple[str, ...]
+) -> dict[str, Callable[[], Any] | str]:
+    """name -> start() of a query writing ``source`` into ``folder``, or why it cannot run."""
+    installed = installed_sinks()
+    starts: dict[str, Callable[[], Any] | str] = {}
+    files = bench_throughput.configs(
+        spark, folder, "q", source, "files" in installed, None, partition_by
+    )
+    for name, start in files:
+        starts[FILES_NAMES[name]] = start or "no `files` entry point installed"
+    if partition_by:
+        del starts[NOOP]  # the same work as unpartitioned: noop writes nothing
+
+    def writer() -> Any:
+        return bench_throughput.stream(spark, source).writeStream.trigger(availableNow=True)
+
+    def out(name: str) -> tuple[str, str]:
+        return os.path.join(folder, name), os.path.join(folder, name + "-ckpt")
+
+    delta = bench_delta.delta_paths(writer, out, partition_by=partition_by)
+    for name, start in delta.items():
+        usable = "delta" in installed  # every delta path finds the sink by its name
+        starts[DELTA_NAMES[name]] = start if usable else "no `delta` entry point installed"
+    if partition_by:
+        starts[SQLITE] = "not partitioned: one SQLite table"
+    else:
+
+        def sqlite() -> Any:
+            from eosink_sqlite.sink import SqliteSink
+
+            sink = SqliteSink(path=os.path.join(folder, "out.db"))
+            writer_fn = eosink.foreach_batch(sink, writer_id="bench")
+            return (
+                writer()
+                .foreachBatch(writer_fn)
+                .option("checkpointLocation", os.path.join(folder, "sqlite-ckpt"))
+                .start()
+            )
+
+        starts[SQLITE] = sqlite
+    return starts
+
+
+def run_variant(
+    spark: Any,
+    work: str,
+    source: str,
+    partition_by: tuple[str, ...],
+    repeat: int,
+    progress: Progress,
+    warm: bool,
+) -> dict[str, Timings]:
+    names = path_starts(spark, os.path.join(work, "probe"), source, partition_by)
+
+    def runner(name: str) -> Callable[[str], None]:
+        def run(label: str) -> None:
+            folder = os.path.join(work, label)
+            source_now = source if label != "warm" else source + "-warm"
+            query = path_starts(spark, folder, source_now, partition_by)[name]()
+            query.awaitTermination()
+            if query.exception():
+                raise RuntimeError(f"{name}: {query.exception()}")
+            shutil.rmtree(folder, ignore_errors=True)
+
+        return run
+
+    paths = {name: runner(name) if callable(start) else start for name, start in names.items()}
+    return measure(paths, repeat, progress, warm)
+
+
+def run(
+    spark: Any, work: str, batches: int, rows: int, repeat: int, warm: bool, progress: Progress
+) -> list[Variant]:
+    """Both variants' timings; the warm-up reads a small copy of the stream."""
+    source = os.path.join(work, "in")
+    progress.step(f"writing the input: {batches} x {rows:,} rows")
+    bench_throughput.make_input(source, batches, rows)
+    bench_throughput.make_input(source + "-warm", 2, min(rows, bench_throughput.WARMUP_ROWS))
+    variants = []
+    for title, partition_by in (
+        ("unpartitioned", ()),
+        (f"partitionBy({PARTITION_COLUMN!r}), 50 values", (PARTITION_COLUMN,)),
+    ):
+        progress.step(title)
+        results = run_variant(spark, work, source, partition_by, repeat, progress, warm)
+        variants.append(Variant(title, partition_by, results))
+    return variants
+
+
+def tables(
+    variants: list[Variant], batches: int, rows: int, repeat: int, warm: bool
+) -> list[Table]:
+    total = batches * rows
+    rule = "after one warm-up run of every path" if warm else "without warm-up"
+    out = []
+    noop = variants[0].results.get(NOOP)
+    for variant in variants:
+        res = variant.results
+        spark = res.get(SPARK)
+        body = []
+        for name, t in res.items():
+            if not t.ran:
+                body.append((name, "n/a", "n/a", "", "", "", t.note))
+                continue
+            body.append(
+                (
+                    name,
+                    f"{total / t.best:,.0f}",
+                    f"{t.best:.1f} / {t.median:.1f}",
+                    ratio(spark.best / t.best) if spark and spark.ran else "",
+                    ratio(noop.best / t.best) if noop and noop.ran else "",
+                    ratio(res[DELTA_TWINS[name]].best / t.best)
+                    if name in DELTA_TWINS and res[DELTA_TWINS[name]].ran
+                    else "",
+                    "",
+                )
+            )
+        out.append(
+            Table(
+                f"Throughput, {variant.title}: {batches} x {rows:,} rows x 5 columns",
+                (
+                    "sink",
+                    "rows/s (best)",
+                    "seconds best / median",
+                    "vs Spark's sink",
+                    "vs noop",
+                    "vs eosink-files, same path",
+                    "note",
+                ),
+                tuple(body),
+                (f"Best of {repeat} {rule}; ratios from the best runs (above 1.00x: faster).",),
+            )
+        )
+    return out
+
+
+def targets(variants: list[Variant]) -> list[Target]:
+    found = []
+    for variant in variants:
+        res = variant.results
+        spark = res.get(SPARK)
+
+        def vs(name: str, base: Timings | None) -> float | None:
+            t = res.get(name)
+            return base.best / t.best if t and t.ran and base and base.ran else None
+
+        checks = [
+            (
+                "eosink-files foreachBatch (default engine: spark) vs Spark's sink",
+                vs("eosink-files, foreachBatch, spark engine", spark),
+                1.0,
+            ),
+            (
+                "eosink-files data source vs Spark's sink",
+                vs("eosink-files, data source", spark),
+                0.85,
+            ),
+        ]
+        for delta, files in DELTA_TWINS.items():
+            checks.append((f"{delta} vs {files}", vs(delta, res.get(files)), 0.9))
+        for what, value, limit in checks:
+            found.append(
+                Target(
+                    f"1. throughput, {variant.title}",
+                    what,
+                    f">= {limit:.2f}x",
+                    "n/a" if value is None else f"{value:.2f}x",
+                    None if value is None else value >= limit,
+                )
+            )
+    return found

@@ -1,0 +1,41 @@
+"""The report at its smoke size: every section runs and the report and its plots are written.
+
+Timings at this size mean nothing and are not checked.
+"""
+
+import os
+
+from eosink_benchmarks import report
+
+
+def test_smoke_report_is_written(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert report.main(["--size", "smoke", "--out", str(out), "--work", str(tmp_path)]) == 0
+    text = (out / "report.md").read_text()
+    for heading in (
+        "## 1. Throughput",
+        "## 2. Exactly-once overhead per batch",
+        "## 3. Cost as the history grows",
+        "## 4. YT sinks",
+        "## 5. Recovery after SIGKILL",
+        "### Targets",
+    ):
+        assert heading in text, heading
+    # every path of the throughput section ran, the data-source doors included
+    throughput = text.split("## 2.")[0]
+    for name in ("Spark's parquet sink", "eosink-files, data source", "eosink-delta, data source"):
+        rows = [line for line in throughput.splitlines() if line.startswith(f"| {name} |")]
+        assert len(rows) == 2 and not any("n/a" in row for row in rows), rows
+    pngs = sorted(p for p in os.listdir(out) if p.endswith(".png"))
+    assert pngs == [
+        "history.png",
+        "overhead.png",
+        "recovery.png",
+        "throughput.png",
+        "yt_static.png",
+    ]
+    for png in pngs:
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({png})" in text
+    printed = capsys.readouterr().out
+    assert "### Throughput, unpartitioned" in printed and "targets," in printed
