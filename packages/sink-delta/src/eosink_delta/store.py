@@ -105,7 +105,7 @@ def _option(storage_options: dict[str, Any], name: str) -> Any:
     for key, value in storage_options.items():
         if key.lower() == name.lower():
             return value
-    return os.environ.get(name)
+    return os.environ.get(name.upper())
 
 
 class TableStore:
@@ -119,7 +119,9 @@ class TableStore:
         self.where = safe_url(uri)
 
     def scrub(self, text: str) -> str:
-        """``text`` (an error's) with every credential of the storage options masked."""
+        """``text`` (an error's) with every credential of the storage options masked, on one
+        line and without the client's terminal colours."""
+        text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", text).split())
         for secret in self.secrets:
             text = text.replace(secret, MASK)
         return text
@@ -204,11 +206,16 @@ class TableStore:
             return False
         return True
 
+    def asks_conditional_create(self) -> bool:
+        """Whether the store must show that it honours conditional create: AWS S3, GCS and
+        Azure do; S3-compatible stores at another endpoint may not."""
+        scheme = self.uri.split("://", 1)[0].lower()
+        return scheme in S3_SCHEMES and any(_option(self.storage_options, k) for k in ENDPOINT_KEYS)
+
     def _check_conditional_create(self, probe: str) -> None:
         """Create the probe a second time, conditionally, as delta-rs creates a commit file:
-        a store that lets it ignores the condition (some S3-compatible stores). AWS S3, GCS and
-        Azure honour it; only S3 at another endpoint is asked."""
-        if self.uri.split("://", 1)[0].lower() not in S3_SCHEMES or not self._endpoint():
+        a store that lets it ignores the condition."""
+        if not self.asks_conditional_create():
             return
         import obstore
 
@@ -230,13 +237,6 @@ class TableStore:
             "or, if exactly one query at a time writes this table, set single_writer=true. "
             "Nothing was written."
         )
-
-    def _endpoint(self) -> Any:
-        for name in ENDPOINT_KEYS:
-            value = _option(self.storage_options, name)
-            if value:
-                return value
-        return None
 
     def _raw_store(self) -> Any:
         """object_store's S3 client (its Python binding) with the sink's options, the
