@@ -68,6 +68,12 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if not ctx.writer_id:
         raise MissingWriterIdError("delta")
     uri, storage = options.path, options.storage_options
+    if storage:
+        raise ConfigurationError(
+            "engine 'delta-spark' writes through Spark's Delta writer, which takes its store "
+            "settings from Spark's Hadoop configuration (spark.hadoop.fs.s3a.*...), not from "
+            "storage_options: set them there and drop storage_options, or use engine='delta-rs'"
+        )
     with latest(uri, storage) as table:
         proof = committed_proof(uri, ctx, table) if table is not None else None
     if proof is not None and proof.batch_id >= ctx.batch_id:
