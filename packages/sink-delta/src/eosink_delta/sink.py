@@ -6,8 +6,8 @@
   to the attempt; readers do not see them: they are not in the Delta log. Where the batch is a
   DataFrame, ``write_dataframe`` lets Spark's own Parquet writer write them instead
   (:mod:`eosink_delta.spark_files`).
-* ``commit`` (driver) reads a fresh snapshot, refuses if this writer's txn already covers the
-  batch (``AlreadyCommitted``), then commits the files' add actions, the
+* ``commit`` (driver) takes the snapshot ``is_committed`` brought up to date, refuses if this
+  writer's txn already covers the batch (``AlreadyCommitted``), then commits the files' add actions, the
   ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``) in one Delta
   commit; complete mode removes every current file in that same commit. delta-rs does not
   refuse a duplicate txn by itself: the check does; a concurrent commit of the same app id
@@ -29,7 +29,6 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.fs as pafs
 import structlog
 
 import eosink
@@ -53,7 +52,7 @@ from eosink_delta.schema import (
     normalize_schema,
 )
 from eosink_delta.snapshot import latest
-from eosink_delta.store import check_store, delta_options, filesystem, path_in
+from eosink_delta.store import check_store, delta_options, existence, filesystem, path_in
 from eosink_delta.table import (
     ATTEMPT_KEY,
     PROOF_KEY,
@@ -214,7 +213,10 @@ class DeltaSink(eosink.Sink):
         from deltalake.transaction import AddAction, CommitProperties, Transaction
 
         files = [f for m in messages for f in m.files]
-        with latest(self.uri, self.storage) as table:  # fresh; nobody moves it until we commit
+        # The snapshot this batch's is_committed brought up to date, not probed again: delta-rs
+        # checks our commit against every commit after it (another attempt of this writer is
+        # a conflict, read as "already committed" below), and nobody here moves it meanwhile.
+        with latest(self.uri, self.storage, fresh=False) as table:
             if table is None:
                 raise SinkError(
                     f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "
@@ -284,9 +286,8 @@ class DeltaSink(eosink.Sink):
     def _check_files_exist(self, ctx: BatchContext, files: list[Any]) -> None:
         if not files:
             return
-        fs, base = filesystem(self.uri, self.storage)
-        infos = fs.get_file_info([path_in(base, f.path) for f in files])
-        missing = [f.path for f, i in zip(files, infos) if i.type == pafs.FileType.NotFound]
+        found = existence(self.uri, self.storage)([f.path for f in files])
+        missing = [f.path for f, there in zip(files, found) if not there]
         if missing:
             raise SinkError(
                 f"{ctx.label}: {len(missing)} file(s) the executors wrote are gone (e.g. "

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import structlog
 
-from eosink_delta.store import delta_options, filesystem, path_in
+from eosink_delta.store import delta_options, existence
 
 log = structlog.get_logger("eosink.delta")
 
@@ -55,8 +55,7 @@ def open_table(uri: str, storage_options: dict[str, Any] | None = None) -> Any |
 class _Kept:
     lock: threading.RLock = attrs.field(factory=threading.RLock)
     table: Any = None
-    fs: Any = None  # pyarrow file system and base path of the table's log, for the probe
-    log: str = ""
+    exists: Any = None  # which of some paths of the table exist (store.existence), for the probe
 
 
 _kept: dict[str, _Kept] = {}
@@ -94,17 +93,13 @@ def _brought_up_to_date(uri: str, options: dict[str, Any], kept: _Kept) -> Any |
     (log cleanup keeps every commit from the last checkpoint on), so its absence means the
     table was removed or replaced, or moved on further than its log keeps: open it anew.
     """
-    import pyarrow.fs as pafs
-
-    if kept.fs is None:
-        kept.fs, base = filesystem(uri, options)
-        kept.log = path_in(base.rstrip("/"), "_delta_log")
+    if kept.exists is None:
+        kept.exists = existence(uri, options)
     version = kept.table.version()
-    names = [f"{kept.log}/{v:020d}.json" for v in (version, version + 1)]
-    current, following = kept.fs.get_file_info(names)
-    if current.type == pafs.FileType.NotFound:
+    current, following = kept.exists([f"_delta_log/{v:020d}.json" for v in (version, version + 1)])
+    if not current:
         return open_table(uri, options)
-    if following.type == pafs.FileType.NotFound:
+    if not following:
         return kept.table
     try:
         kept.table.update_incremental()

@@ -23,6 +23,7 @@ import os
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -95,6 +96,38 @@ def filesystem(uri: str, storage_options: dict[str, Any]) -> tuple[pafs.FileSyst
 
 def path_in(base: str, relpath: str) -> str:
     return f"{base}/{relpath}" if base else relpath
+
+
+def existence(uri: str, storage_options: dict[str, Any]) -> Callable[[list[str]], list[bool]]:
+    """A function telling which of some paths (relative to the table) exist.
+
+    On object stores one HEAD request a path (pyarrow's file info over delta-rs' client
+    lists as well, to tell folders from files: two requests a path).
+    """
+    if is_local(uri):
+        fs = pafs.LocalFileSystem()
+
+        def local(relpaths: list[str]) -> list[bool]:
+            infos = fs.get_file_info([f"{uri}/{r}" for r in relpaths])
+            return [i.type != pafs.FileType.NotFound for i in infos]
+
+        return local
+    from deltalake._internal import DeltaFileSystemHandler
+
+    handler = DeltaFileSystemHandler(uri, delta_options(storage_options))
+
+    def remote(relpaths: list[str]) -> list[bool]:
+        found = []
+        for relpath in relpaths:
+            try:
+                handler.open_input_file(relpath)  # a HEAD
+            except FileNotFoundError:
+                found.append(False)
+            else:
+                found.append(True)
+        return found
+
+    return remote
 
 
 def _truthy(value: Any) -> bool:

@@ -46,9 +46,22 @@ def is_delta_table(uri: str, storage_options: dict[str, Any] | None = None) -> b
     return DeltaTable.is_deltatable(uri, storage_options=delta_options(storage_options or {}))
 
 
+#: The attribute of a table handle that remembers txn versions: (version, writer) -> txn.
+#: delta-rs 1.6 answers ``transaction_version`` by reading every commit file since the last
+#: checkpoint (one request each on an object store); a snapshot's answer never changes.
+TXNS_SEEN = "_eosink_txns"
+
+
 def last_version(table: Any, writer_id: str) -> int | None:
     """The latest batch (txn version) of ``writer_id`` in ``table``'s snapshot."""
-    return table.transaction_version(writer_id)
+    key = (table.version(), writer_id)
+    known = getattr(table, TXNS_SEEN, None)
+    if known is None or key not in known:
+        if known is None or any(v != key[0] for v, _ in known):
+            known = {}  # older versions of this handle are never asked again
+            setattr(table, TXNS_SEEN, known)
+        known[key] = table.transaction_version(writer_id)
+    return known[key]
 
 
 def post_commit_hooks(table: Any) -> Any:
