@@ -67,7 +67,10 @@ def test_delta_rs_client_takes_the_options(uri, options):
 
 def test_conditional_create_is_asked_of_s3_compatible_endpoints_only(monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    asks = lambda uri, options: TableStore(uri, options, False).asks_conditional_create()  # noqa: E731
+
+    def asks(uri: str, options: dict) -> bool:
+        return TableStore(uri, options, False).asks_conditional_create()
+
     assert not asks("gs://b/t", GCS)
     assert not asks("az://c/t", AZURE)
     assert not asks("abfss://c@acct.dfs.core.windows.net/t", AZURE)

@@ -236,4 +236,3 @@ def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, cap
         s3_bucket.uri("table"), storage_options=s3_bucket.endpoint.object_store_options()
     ).history()
     assert secret not in json.dumps(history, default=str)
-
