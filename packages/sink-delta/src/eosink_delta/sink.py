@@ -9,10 +9,10 @@
 * ``commit`` (driver) takes the snapshot ``is_committed`` brought up to date, refuses if this
   writer's txn already covers the batch (``AlreadyCommitted``), then commits the files' add
   actions, the ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``)
-  in one Delta commit; complete mode removes every current file in that same commit. delta-rs does not
-  refuse a duplicate txn by itself: the check does; a concurrent commit of the same app id
-  after our snapshot makes delta-rs fail ours with a conflict, which then reads as "already
-  committed".
+  in one Delta commit; complete mode removes every current file in that same commit.
+  delta-rs does not refuse a duplicate txn by itself: the check does; a concurrent commit of
+  the same app id after our snapshot makes delta-rs fail ours with a conflict, which then
+  reads as "already committed".
 * ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
 
