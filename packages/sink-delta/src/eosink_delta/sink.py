@@ -101,7 +101,7 @@ class DeltaSink(eosink.Sink):
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         self._check_store()
-        with latest(self.uri, self.storage) as table:
+        with latest(self.uri, self.storage, mark=(ctx.writer_id, ctx.batch_id)) as table:
             return committed_proof(self.uri, ctx, table) if table is not None else None
 
     @hookimpl
@@ -115,8 +115,8 @@ class DeltaSink(eosink.Sink):
         self._check_store()
         stream = normalize_schema(schema)
         wanted = self.options.partition_by
-        # The kept snapshot as it is: what init checks rarely changes, and commit checks it
-        # again on a fresh one.
+        # The kept snapshot as it is: what init checks rarely changes, commit checks it again
+        # and delta-rs checks the commit against every commit after that snapshot.
         with latest(self.uri, self.storage, fresh=False) as table:
             if table is None:
                 self._create(stream, wanted)
@@ -213,10 +213,10 @@ class DeltaSink(eosink.Sink):
         from deltalake.transaction import AddAction, CommitProperties, Transaction
 
         files = [f for m in messages for f in m.files]
-        # The snapshot this batch's is_committed brought up to date, not probed again: delta-rs
-        # checks our commit against every commit after it (another attempt of this writer is
-        # a conflict, read as "already committed" below), and nobody here moves it meanwhile.
-        with latest(self.uri, self.storage, fresh=False) as table:
+        # Fresh; not probed again if this process's is_committed of this batch did it: delta-rs
+        # checks our commit against every commit after the snapshot (another attempt of this
+        # writer is a conflict, read as "already committed" below).
+        with latest(self.uri, self.storage, reuse=(ctx.writer_id, ctx.batch_id)) as table:
             if table is None:
                 raise SinkError(
                     f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "

@@ -56,6 +56,7 @@ class _Kept:
     lock: threading.RLock = attrs.field(factory=threading.RLock)
     table: Any = None
     exists: Any = None  # which of some paths of the table exist (store.existence), for the probe
+    fresh_for: Any = None  # the batch whose is_committed last brought it up to date
 
 
 _kept: dict[str, _Kept] = {}
@@ -64,13 +65,24 @@ _kept_lock = threading.Lock()
 
 @contextmanager
 def latest(
-    uri: str, storage_options: dict[str, Any] | None = None, *, fresh: bool = True
+    uri: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    fresh: bool = True,
+    mark: Any = None,
+    reuse: Any = None,
 ) -> Iterator[Any | None]:
     """The table's snapshot (``None`` when there is no table), held under the table's lock.
 
     ``fresh``: brought up to date with the table's last commit; else the kept snapshot as it
     is, when there is one (enough for what changes rarely and is checked again at commit).
-    ``storage_options``: delta-rs' options of the table's object store.
+    ``storage_options``: delta-rs' options of the table's object store. ``mark``: a key of
+    the batch (``is_committed``) the fresh snapshot is for; ``reuse``: skip the probe if the
+    snapshot is still marked for that key (``commit`` right after this process's
+    ``is_committed`` of the batch: delta-rs checks the commit against every commit after the
+    snapshot anyway). A fresh use without ``mark`` clears the mark: the handle does not move
+    with our own commit, so the next batch, a replay, or a batch whose ``is_committed`` ran in
+    another process (the data-source front door) probes.
     """
     options = storage_options or {}
     with _kept_lock:
@@ -78,8 +90,10 @@ def latest(
     with kept.lock:
         if kept.table is None:
             kept.table = open_table(uri, options)
-        elif fresh:
+        elif fresh and (reuse is None or kept.fresh_for != reuse):
             kept.table = _brought_up_to_date(uri, options, kept)
+        if fresh:
+            kept.fresh_for = mark
         yield kept.table
 
 
