@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties, Transaction
 from delta_helpers import run
 from eosink_delta.sink import DeltaSink, read_table
+from eosink_delta.store import TableStore
 
 import eosink
 from eosink import ConfigurationError
@@ -236,3 +237,22 @@ def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, cap
         s3_bucket.uri("table"), storage_options=s3_bucket.endpoint.object_store_options()
     ).history()
     assert secret not in json.dumps(history, default=str)
+
+
+def test_two_writers_checking_the_store_at_once_do_not_disturb_each_other(s3_bucket, monkeypatch):
+    """Another writer's whole store check runs between this one's probe and its conditional
+    create: each removes only its own probe, so neither mistakes the store for one that
+    ignores If-None-Match."""
+    uri, options = s3_bucket.uri("table"), s3_bucket.endpoint.object_store_options()
+    conditional = TableStore._check_conditional_create
+
+    def another_writer_checks_meanwhile(self, probe):
+        if not getattr(self, "inner", False):
+            other = TableStore(uri, options, False)
+            other.inner = True
+            other.check()
+        return conditional(self, probe)
+
+    monkeypatch.setattr(TableStore, "_check_conditional_create", another_writer_checks_meanwhile)
+    TableStore(uri, options, False).check()
+    assert keys(s3_bucket) == []

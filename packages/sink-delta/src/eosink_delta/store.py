@@ -185,8 +185,8 @@ class TableStore:
             if not self.single_writer:
                 self._check_conditional_create(probe)
         finally:
-            try:
-                handler.delete_dir(PROBE_DIR)
+            try:  # our probe only: another writer may be checking the store at this moment
+                handler.delete_file(probe)
             except Exception:  # noqa: BLE001, S110 - a leftover probe is harmless
                 pass
 
