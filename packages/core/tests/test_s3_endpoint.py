@@ -131,3 +131,29 @@ def test_server_without_conditional_create_overwrites() -> None:
         client.put_object(Bucket=bucket, Key="k", Body=b"first", IfNoneMatch="*")
         client.put_object(Bucket=bucket, Key="k", Body=b"second", IfNoneMatch="*")
         assert client.get_object(Bucket=bucket, Key="k")["Body"].read() == b"second"
+
+
+def test_rendezvous_lets_two_puts_of_one_key_meet() -> None:
+    """The first PUT of a matching key waits for the second: both writers ask for the key
+    before either has it, and the conditional create picks one."""
+    with s3_server(rendezvous=r"/meet$") as endpoint:
+        bucket = endpoint.create_bucket()
+        client, codes = endpoint.client(), []
+
+        def put(body: bytes) -> None:
+            try:
+                client.put_object(Bucket=bucket, Key="meet", Body=body, IfNoneMatch="*")
+                codes.append(200)
+            except client.exceptions.ClientError as exc:
+                codes.append(exc.response["ResponseMetadata"]["HTTPStatusCode"])
+
+        first = threading.Thread(target=put, args=(b"first",))
+        first.start()
+        time.sleep(1.0)
+        assert codes == []  # held until a second PUT of the key arrives
+        put(b"second")
+        first.join(timeout=30)
+        assert sorted(codes) == [200, 412]
+        started = time.monotonic()
+        client.put_object(Bucket=bucket, Key="other", Body=b"x")  # not matching: not held
+        assert time.monotonic() - started < 5

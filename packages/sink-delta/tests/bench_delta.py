@@ -7,7 +7,10 @@ last batch). Both sinks run through the data source and through ``foreachBatch``
 file writer (``arrow``: rows handed to Python as Arrow batches; ``spark``: Spark's own
 Parquet writer); "vs files" compares each delta run with the files run of the same kind.
 The commit overhead is the median time of the sink's ``commit`` hook (the Delta
-commit), measured through the foreachBatch front door.
+commit), measured through the foreachBatch front door. The two ``S3`` rows write the same stream
+into a bucket of the loopback S3 server (``eosink.testing.s3``: moto in a child process, one
+mutating request at a time; ``--no-s3`` leaves them out), with the ratio to the same front door
+on local disk.
 
     ./pants run packages/sink-delta/tests:bench             # 5 x 2M rows, local[2]
     python packages/sink-delta/tests/bench_delta.py --rows 200000 --batches 3  # dev loop
@@ -16,6 +19,7 @@ commit), measured through the foreachBatch front door.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -30,6 +34,7 @@ import pyarrow.parquet as pq
 import structlog
 
 import eosink
+from eosink.testing.s3 import s3_server
 from eosink.testing.spark import local_spark
 
 SCHEMA = "id long, name string, amount double, day date, ts timestamp"
@@ -134,8 +139,14 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--no-s3", action="store_true", help="leave out the S3 rows")
     args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        endpoint = None if args.no_s3 else stack.enter_context(s3_server())
+        measure(args, endpoint)
 
+
+def measure(args: argparse.Namespace, endpoint: Any) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     work = args.workdir or tempfile.mkdtemp(prefix="eosink-delta-bench-")
     source = os.path.join(work, "source")
@@ -211,6 +222,28 @@ def main() -> None:
 
     timer = CommitTimer()
     runs.update(delta_paths(stream, out, timer))
+    s3_tables: dict[str, str] = {}
+    if endpoint is not None:
+        storage = endpoint.object_store_options()
+
+        def s3_table(name: str) -> tuple[str, str]:
+            s3_tables[name] = f"s3://{endpoint.create_bucket()}/table"  # fresh for every run
+            return s3_tables[name], out(name)[1]
+
+        def delta_source_s3() -> Any:
+            target, ckpt = s3_table("eosink-delta-s3")
+            query = stream().format("eosink-delta").option("writerId", "bench")
+            query = query.options(**{f"storage.{k}": v for k, v in storage.items()})
+            return query.option("path", target).option("checkpointLocation", ckpt).start()
+
+        def delta_foreach_s3() -> Any:
+            target, ckpt = s3_table("eosink-delta-fb-arrow-s3")
+            sink = eosink.sink("delta", path=target, storage_options=storage)
+            writer = eosink.foreach_batch(sink, writer_id="bench")
+            return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
+
+        runs["eosink-delta (data source, S3)"] = delta_source_s3
+        runs["eosink-delta (fB, arrow, S3)"] = delta_foreach_s3
 
     for start in runs.values():  # warm-up: JIT, imports, Python workers of every path
         timed(start)
@@ -223,15 +256,23 @@ def main() -> None:
     for name in ("eosink-delta", "eosink-delta-fb-arrow", "eosink-delta-fb-spark"):
         held = DeltaTable(os.path.join(work, name)).count()
         assert held == total, f"{name}: {held} rows, expected {total}"
+    for name, uri in s3_tables.items():
+        held = DeltaTable(uri, storage_options=endpoint.object_store_options()).count()
+        assert held == total, f"{name}: {held} rows, expected {total}"
 
     base = seconds["spark parquet (built-in)"]
     print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
-    print(f"{'sink':30} {'seconds':>8} {'rows/s':>12} {'vs spark':>9} {'vs files':>9}")
+    print(
+        f"{'sink':34} {'seconds':>8} {'rows/s':>12} {'vs spark':>9} {'vs files':>9} "
+        f"{'vs local':>9}"
+    )
     for name, s in seconds.items():
         # the files sink through the same front door and file writer
         twin = seconds.get(name.replace("eosink-delta", "eosink-files"))
         vs_files = f"{twin / s:8.2f}x" if twin and name.startswith("eosink-delta") else ""
-        print(f"{name:30} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files:>9}")
+        local = seconds.get(name.replace(", S3", ""))  # the same front door on local disk
+        vs_local = f"{local / s:8.2f}x" if local and name.endswith("S3)") else ""
+        print(f"{name:34} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files:>9} {vs_local:>9}")
     median_ms = statistics.median(timer.durations) * 1000 if timer.durations else float("nan")
     print(
         f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "

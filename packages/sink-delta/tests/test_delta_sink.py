@@ -290,3 +290,17 @@ def test_replay_is_skipped_after_log_retention_removed_its_commits(path):
     assert "delta.proof_without_details" in [e["event"] for e in events]
     assert run(sink, 3).status == "committed"
     assert len(ids(path)) == 25
+
+
+def test_commit_where_is_committed_ran_in_another_process(tmp_path):
+    """The data-source front door asks is_committed in one Python process and commits in
+    another: the committing process's kept snapshot predates its own last commit (delta-rs does
+    not move a handle with its commits), so commit must bring it up to date itself."""
+    sink = DeltaSink(path=str(tmp_path / "t"))
+    assert run(sink, 0).status == "committed"
+    ctx = BatchContext(sink="delta", writer_id="w", batch_id=1, kind="stream", query_id=QUERY)
+    batch = rows(1)
+    state = sink.init(ctx, batch.schema)
+    message = sink.write(state, 0, 0, iter([batch]))
+    sink.commit(ctx, state, [message], Proof(writer_id="w", batch_id=1, query_id=QUERY))
+    assert txns(str(tmp_path / "t")) == [("w", 0), ("w", 1)]

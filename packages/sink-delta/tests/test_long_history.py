@@ -53,7 +53,9 @@ def test_the_history_is_as_long_as_claimed(history):
 def test_batches_open_the_table_once_and_commit_exactly_once(path, monkeypatch):
     opened = []
     real_open = snapshot.open_table
-    monkeypatch.setattr(snapshot, "open_table", lambda uri: opened.append(uri) or real_open(uri))
+    monkeypatch.setattr(
+        snapshot, "open_table", lambda uri, *a: opened.append(uri) or real_open(uri, *a)
+    )
     sink = DeltaSink(path=path)
     statuses = [run(sink, b).status for b in (COMMITS, COMMITS + 1, COMMITS + 2, COMMITS + 1)]
     assert statuses == ["committed", "committed", "committed", "skipped"]

@@ -21,11 +21,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from typing import Any
 
 import attrs
 import structlog
 
 from eosink_delta.spark_files import remove_stale_staging
+from eosink_delta.store import delta_options, is_local
 
 log = structlog.get_logger("eosink.delta")
 
@@ -46,20 +48,33 @@ class CleanupReport:
 
 
 def cleanup(
-    path: str, *, older_than_s: float = DEFAULT_OLDER_THAN_S, dry_run: bool = True
+    path: str,
+    *,
+    older_than_s: float = DEFAULT_OLDER_THAN_S,
+    dry_run: bool = True,
+    storage_options: dict[str, Any] | None = None,
 ) -> CleanupReport:
-    """Find (and unless ``dry_run``, delete) what failed attempts left in the table at ``path``."""
+    """Find (and unless ``dry_run``, delete) what failed attempts left in the table at ``path``.
+
+    ``storage_options``: delta-rs' options of the table's object store, as the sink takes them.
+    """
     from deltalake import DeltaTable
 
     if older_than_s < 0:
         raise ValueError("older_than_s must be >= 0")
-    orphans = DeltaTable(path).vacuum(
+    options = delta_options(storage_options or {})
+    orphans = DeltaTable(path, storage_options=options).vacuum(
         retention_hours=math.ceil(older_than_s / 3600),
         dry_run=dry_run,
         enforce_retention_duration=False,
         full=True,
     )
-    staging = remove_stale_staging(path, older_than_s=older_than_s, dry_run=dry_run)
+    # Spark's file writer stages only in local or shared folders
+    staging = (
+        remove_stale_staging(path, older_than_s=older_than_s, dry_run=dry_run)
+        if is_local(path)
+        else []
+    )
     report = CleanupReport(tuple(sorted(orphans)), tuple(staging), not dry_run)
     log.info(
         "delta.cleanup",
@@ -71,9 +86,20 @@ def cleanup(
     return report
 
 
-def vacuum(path: str, *, retention_hours: float = 7 * 24, dry_run: bool = True) -> CleanupReport:
+def vacuum(
+    path: str,
+    *,
+    retention_hours: float = 7 * 24,
+    dry_run: bool = True,
+    storage_options: dict[str, Any] | None = None,
+) -> CleanupReport:
     """Delta's full VACUUM plus the staging folders it skips (``cleanup`` in hours)."""
-    return cleanup(path, older_than_s=retention_hours * 3600, dry_run=dry_run)
+    return cleanup(
+        path,
+        older_than_s=retention_hours * 3600,
+        dry_run=dry_run,
+        storage_options=storage_options,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

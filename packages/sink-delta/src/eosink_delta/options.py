@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
 from eosink import ConfigurationError
-from eosink.options import location, names
+from eosink.options import location, masked, names, storage_options
 
 Engine = Literal["delta-rs", "delta-spark", "auto"]
 ENGINES = ("delta-rs", "delta-spark", "auto")
@@ -37,7 +37,14 @@ class DeltaOptions:
     (Spark's own Parquet writer, the fastest; a local or shared path, classic Spark, partition
     columns that are strings, integers, dates or booleans), ``arrow`` (the executors write Arrow
     batches with pyarrow; any store) or ``auto`` (default: ``spark`` where it can). The
-    data-source front door always uses ``arrow``.
+    data-source front door always uses ``arrow``. ``storage_options``: delta-rs' options of the
+    table's object store (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_REGION``,
+    ``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``...; any case); from Spark, one
+    option ``storage.<key>`` per entry. They travel with the sink to the executors; values of
+    credential-like names never show in its ``repr``. ``single_writer``: accept a store that
+    cannot arbitrate two writers racing for one table version (one that ignores conditional
+    creates, or ``AWS_S3_ALLOW_UNSAFE_RENAME``), on the promise that one query at a time
+    writes the table.
     """
 
     path: str = attrs.field(converter=table_uri)
@@ -48,6 +55,13 @@ class DeltaOptions:
     row_group_rows: int = 1_000_000
     stats: bool = True
     file_writer: str = attrs.field(default="auto", converter=lambda v: str(v).strip().lower())
+    storage_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        converter=storage_options,
+        repr=lambda value: repr(masked(value)),
+        hash=False,
+    )
+    single_writer: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -63,6 +77,12 @@ class DeltaOptions:
             raise ConfigurationError(
                 f"sink 'delta': compression {self.compression!r} is unknown; use one of "
                 f"{', '.join(COMPRESSIONS)}"
+            )
+        if self.storage_options and "://" not in self.path:
+            raise ConfigurationError(
+                f"sink 'delta': storage_options are for an object store's URL, but path "
+                f"{self.path!r} is local; give the path as s3://, gs:// or abfss://... (or drop "
+                "storage_options)"
             )
         if self.row_group_rows < 1:
             raise ConfigurationError("sink 'delta': row_group_rows must be a positive integer")

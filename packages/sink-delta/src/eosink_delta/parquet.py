@@ -17,10 +17,10 @@ from typing import Any
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from eosink_delta.schema import WritePlan
+from eosink_delta.store import filesystem, path_in
 from eosink_delta.table import partition_dir, partition_value
 
 #: Longest string whose min/max go into the stats (Delta's own default prefix is 32).
@@ -146,6 +146,7 @@ class PartitionWriter:
     """Writes one task attempt's rows, one file per Delta partition value."""
 
     root: str
+    storage_options: dict[str, Any]
     prefix: str  # unique per attempt
     plan: WritePlan
     partition_by: tuple[str, ...]
@@ -158,7 +159,7 @@ class PartitionWriter:
     made_dirs: set = attrs.field(factory=set)
 
     def __attrs_post_init__(self) -> None:
-        self.fs, self.base = pafs.FileSystem.from_uri(self.root)
+        self.fs, self.base = filesystem(self.root, self.storage_options)
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> DeltaMessage:
         try:
@@ -199,9 +200,9 @@ class PartitionWriter:
         name = f"{self.prefix}-{len(self.files):04d}.{self.compression.lower()}.parquet"
         relative = f"{folder}/{name}" if folder else name
         if folder and folder not in self.made_dirs:
-            self.fs.create_dir(f"{self.base}/{folder}", recursive=True)
+            self.fs.create_dir(path_in(self.base, folder), recursive=True)
             self.made_dirs.add(folder)
-        stream = self.fs.open_output_stream(f"{self.base}/{relative}")
+        stream = self.fs.open_output_stream(path_in(self.base, relative))
         writer = pq.ParquetWriter(
             stream,
             self.plan.data_schema,
@@ -240,6 +241,6 @@ class PartitionWriter:
         for f in self.files.values():
             try:
                 f.stream.close()
-                self.fs.delete_file(f"{self.base}/{f.relative}")
+                self.fs.delete_file(path_in(self.base, f.relative))
             except Exception:  # noqa: BLE001, S110 - best effort: VACUUM removes orphans
                 pass

@@ -6,13 +6,13 @@
   to the attempt; readers do not see them: they are not in the Delta log. Where the batch is a
   DataFrame, ``write_dataframe`` lets Spark's own Parquet writer write them instead
   (:mod:`eosink_delta.spark_files`).
-* ``commit`` (driver) reads a fresh snapshot, refuses if this writer's txn already covers the
-  batch (``AlreadyCommitted``), then commits the files' add actions, the
-  ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``) in one Delta
-  commit; complete mode removes every current file in that same commit. delta-rs does not
-  refuse a duplicate txn by itself: the check does; a concurrent commit of the same app id
-  after our snapshot makes delta-rs fail ours with a conflict, which then reads as "already
-  committed".
+* ``commit`` (driver) takes the snapshot ``is_committed`` brought up to date, refuses if this
+  writer's txn already covers the batch (``AlreadyCommitted``), then commits the files' add
+  actions, the ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``)
+  in one Delta commit; complete mode removes every current file in that same commit.
+  delta-rs does not refuse a duplicate txn by itself: the check does; a concurrent commit of
+  the same app id after our snapshot makes delta-rs fail ours with a conflict, which then
+  reads as "already committed".
 * ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
 
@@ -29,7 +29,6 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.fs as pafs
 import structlog
 
 import eosink
@@ -53,6 +52,7 @@ from eosink_delta.schema import (
     normalize_schema,
 )
 from eosink_delta.snapshot import latest
+from eosink_delta.store import check_store, delta_options, existence, filesystem, path_in
 from eosink_delta.table import (
     ATTEMPT_KEY,
     PROOF_KEY,
@@ -60,6 +60,7 @@ from eosink_delta.table import (
     check_partitions,
     check_table_features,
     committed_proof,
+    is_delta_table,
     last_version,
     post_commit_hooks,
 )
@@ -88,10 +89,19 @@ class DeltaSink(eosink.Sink):
     def uri(self) -> str:
         return self.options.path
 
+    @property
+    def storage(self) -> dict[str, Any]:
+        return self.options.storage_options
+
+    def _check_store(self) -> None:
+        """Refuse, before anything is written, a store this sink cannot commit to safely."""
+        check_store(self.uri, self.storage, self.options.single_writer)
+
     # -- driver ----------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
-        with latest(self.uri) as table:
+        self._check_store()
+        with latest(self.uri, self.storage, mark=(ctx.writer_id, ctx.batch_id)) as table:
             return committed_proof(self.uri, ctx, table) if table is not None else None
 
     @hookimpl
@@ -102,14 +112,15 @@ class DeltaSink(eosink.Sink):
                 "the eosink front doors do not drive; use eosink_delta.foreach_batch(...) or "
                 "eosink_delta.write_batch(...) for it, or engine='delta-rs' here"
             )
+        self._check_store()
         stream = normalize_schema(schema)
         wanted = self.options.partition_by
-        # The kept snapshot as it is: what init checks rarely changes, and commit checks it
-        # again on a fresh one.
-        with latest(self.uri, fresh=False) as table:
+        # The kept snapshot as it is: what init checks rarely changes, commit checks it again
+        # and delta-rs checks the commit against every commit after that snapshot.
+        with latest(self.uri, self.storage, fresh=False) as table:
             if table is None:
                 self._create(stream, wanted)
-        with latest(self.uri, fresh=False) as table:
+        with latest(self.uri, self.storage, fresh=False) as table:
             if table is None:
                 raise SinkError(f"sink 'delta': the Delta table at {self.uri} disappeared")
             return self._plan(ctx, table, stream, wanted)
@@ -117,14 +128,18 @@ class DeltaSink(eosink.Sink):
     def _create(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
         from deltalake import DeltaTable
 
-        check_not_other_data(self.uri)
+        check_not_other_data(self.uri, self.storage)
         self._check_new_partitions(stream, wanted)
         try:
             DeltaTable.create(
-                self.uri, delta_schema_of(stream), mode="ignore", partition_by=list(wanted)
+                self.uri,
+                delta_schema_of(stream),
+                mode="ignore",
+                partition_by=list(wanted),
+                storage_options=delta_options(self.storage),
             )
         except Exception:
-            if not DeltaTable.is_deltatable(self.uri):
+            if not is_delta_table(self.uri, self.storage):
                 raise
             # another writer created it at the same moment: theirs is checked by the caller
         else:
@@ -198,7 +213,10 @@ class DeltaSink(eosink.Sink):
         from deltalake.transaction import AddAction, CommitProperties, Transaction
 
         files = [f for m in messages for f in m.files]
-        with latest(self.uri) as table:  # fresh, and nobody else moves it until we committed
+        # Fresh; not probed again if this process's is_committed of this batch did it: delta-rs
+        # checks our commit against every commit after the snapshot (another attempt of this
+        # writer is a conflict, read as "already committed" below).
+        with latest(self.uri, self.storage, reuse=(ctx.writer_id, ctx.batch_id)) as table:
             if table is None:
                 raise SinkError(
                     f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "
@@ -242,7 +260,7 @@ class DeltaSink(eosink.Sink):
 
     def _lost(self, ctx: BatchContext, exc: Exception) -> None:
         """Our commit lost a race: to another attempt of this batch, or to another writer."""
-        with latest(self.uri) as fresh:
+        with latest(self.uri, self.storage) as fresh:
             now = last_version(fresh, ctx.writer_id) if fresh is not None else None
         if now is not None and now >= ctx.batch_id:
             raise AlreadyCommitted(
@@ -268,9 +286,8 @@ class DeltaSink(eosink.Sink):
     def _check_files_exist(self, ctx: BatchContext, files: list[Any]) -> None:
         if not files:
             return
-        fs, base = pafs.FileSystem.from_uri(self.uri)
-        infos = fs.get_file_info([f"{base}/{f.path}" for f in files])
-        missing = [f.path for f, i in zip(files, infos) if i.type == pafs.FileType.NotFound]
+        found = existence(self.uri, self.storage)([f.path for f in files])
+        missing = [f.path for f, there in zip(files, found) if not there]
         if missing:
             raise SinkError(
                 f"{ctx.label}: {len(missing)} file(s) the executors wrote are gone (e.g. "
@@ -288,17 +305,17 @@ class DeltaSink(eosink.Sink):
         files = [f for m in messages if m is not None for f in m.files]
         if not files:
             return
-        with latest(self.uri) as table:
+        with latest(self.uri, self.storage) as table:
             if table is None:
                 return
             newer = table.version() - state.read_version
             history = table.history(newer) if newer > 0 else []
         if len(history) < newer or any(h.get(ATTEMPT_KEY) == state.attempt for h in history):
             return  # committed (or cannot tell): keep the files; cleanup handles orphans
-        fs, base = pafs.FileSystem.from_uri(self.uri)
+        fs, base = filesystem(self.uri, self.storage)
         for f in files:
             try:
-                fs.delete_file(f"{base}/{f.path}")
+                fs.delete_file(path_in(base, f.path))
             except OSError:
                 pass  # an orphan; VACUUM removes it
 
@@ -318,6 +335,7 @@ class DeltaSink(eosink.Sink):
     ) -> DeltaMessage:
         writer = PartitionWriter(
             root=self.uri,
+            storage_options=self.storage,
             prefix=f"part-{partition_id:05d}-{state.attempt}-{attempt}",
             plan=state.plan,
             partition_by=state.partition_by,
@@ -328,8 +346,9 @@ class DeltaSink(eosink.Sink):
         return writer.write_all(batches)
 
 
-def read_table(path: str) -> pa.Table:
+def read_table(path: str, storage_options: dict[str, Any] | None = None) -> pa.Table:
     """What the table holds, read by delta-rs (an independent reader of the Delta log)."""
     from deltalake import DeltaTable
 
-    return DeltaTable(path).to_pyarrow_table()
+    options = delta_options(storage_options or {})
+    return DeltaTable(path, storage_options=options).to_pyarrow_table()

@@ -26,21 +26,24 @@ from typing import Any
 import attrs
 import structlog
 
+from eosink_delta.store import delta_options, existence
+
 log = structlog.get_logger("eosink.delta")
 
 
-def open_table(uri: str) -> Any | None:
+def open_table(uri: str, storage_options: dict[str, Any] | None = None) -> Any | None:
     """A new handle on the table's latest snapshot, or ``None`` when there is no table."""
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
+    options = delta_options(storage_options or {})
     try:
-        return DeltaTable(uri)
+        return DeltaTable(uri, storage_options=options)
     except TableNotFoundError:
         return None
     except DeltaError:
         try:
-            exists = DeltaTable.is_deltatable(uri)
+            exists = DeltaTable.is_deltatable(uri, storage_options=options)
         except OSError:  # e.g. the path is a file
             exists = False
         if not exists:
@@ -52,8 +55,8 @@ def open_table(uri: str) -> Any | None:
 class _Kept:
     lock: threading.RLock = attrs.field(factory=threading.RLock)
     table: Any = None
-    fs: Any = None  # pyarrow file system and base path of the table's log, for the probe
-    log: str = ""
+    exists: Any = None  # which of some paths of the table exist (store.existence), for the probe
+    fresh_for: Any = None  # the batch whose is_committed last brought it up to date
 
 
 _kept: dict[str, _Kept] = {}
@@ -61,23 +64,40 @@ _kept_lock = threading.Lock()
 
 
 @contextmanager
-def latest(uri: str, *, fresh: bool = True) -> Iterator[Any | None]:
+def latest(
+    uri: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    fresh: bool = True,
+    mark: Any = None,
+    reuse: Any = None,
+) -> Iterator[Any | None]:
     """The table's snapshot (``None`` when there is no table), held under the table's lock.
 
     ``fresh``: brought up to date with the table's last commit; else the kept snapshot as it
     is, when there is one (enough for what changes rarely and is checked again at commit).
+    ``storage_options``: delta-rs' options of the table's object store. ``mark``: a key of
+    the batch (``is_committed``) the fresh snapshot is for; ``reuse``: skip the probe if the
+    snapshot is still marked for that key (``commit`` right after this process's
+    ``is_committed`` of the batch: delta-rs checks the commit against every commit after the
+    snapshot anyway). A fresh use without ``mark`` clears the mark: the handle does not move
+    with our own commit, so the next batch, a replay, or a batch whose ``is_committed`` ran in
+    another process (the data-source front door) probes.
     """
+    options = storage_options or {}
     with _kept_lock:
         kept = _kept.setdefault(uri, _Kept())
     with kept.lock:
         if kept.table is None:
-            kept.table = open_table(uri)
-        elif fresh:
-            kept.table = _brought_up_to_date(uri, kept)
+            kept.table = open_table(uri, options)
+        elif fresh and (reuse is None or kept.fresh_for != reuse):
+            kept.table = _brought_up_to_date(uri, options, kept)
+        if fresh:
+            kept.fresh_for = mark
         yield kept.table
 
 
-def _brought_up_to_date(uri: str, kept: _Kept) -> Any | None:
+def _brought_up_to_date(uri: str, options: dict[str, Any], kept: _Kept) -> Any | None:
     """The kept snapshot, updated with the commits after it, or the table opened anew.
 
     Delta's commits are files numbered without gaps, and version ``v + 1`` exists before any
@@ -87,23 +107,19 @@ def _brought_up_to_date(uri: str, kept: _Kept) -> Any | None:
     (log cleanup keeps every commit from the last checkpoint on), so its absence means the
     table was removed or replaced, or moved on further than its log keeps: open it anew.
     """
-    import pyarrow.fs as pafs
-
-    if kept.fs is None:
-        kept.fs, base = pafs.FileSystem.from_uri(uri)
-        kept.log = f"{base.rstrip('/')}/_delta_log"
+    if kept.exists is None:
+        kept.exists = existence(uri, options)
     version = kept.table.version()
-    names = [f"{kept.log}/{v:020d}.json" for v in (version, version + 1)]
-    current, following = kept.fs.get_file_info(names)
-    if current.type == pafs.FileType.NotFound:
-        return open_table(uri)
-    if following.type == pafs.FileType.NotFound:
+    current, following = kept.exists([f"_delta_log/{v:020d}.json" for v in (version, version + 1)])
+    if not current:
+        return open_table(uri, options)
+    if not following:
         return kept.table
     try:
         kept.table.update_incremental()
     except Exception as exc:  # noqa: BLE001 - e.g. removed meanwhile: start anew
         log.info("delta.snapshot_reloaded", table=uri, reason=str(exc))
-        return open_table(uri)
+        return open_table(uri, options)
     return kept.table
 
 

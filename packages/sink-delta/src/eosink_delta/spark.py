@@ -67,8 +67,14 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     """One batch through Delta's Spark writer, with eosink's skip rule and proof around it."""
     if not ctx.writer_id:
         raise MissingWriterIdError("delta")
-    uri = options.path
-    with latest(uri) as table:
+    uri, storage = options.path, options.storage_options
+    if storage:
+        raise ConfigurationError(
+            "engine 'delta-spark' writes through Spark's Delta writer, which takes its store "
+            "settings from Spark's Hadoop configuration (spark.hadoop.fs.s3a.*...), not from "
+            "storage_options: set them there and drop storage_options, or use engine='delta-rs'"
+        )
+    with latest(uri, storage) as table:
         proof = committed_proof(uri, ctx, table) if table is not None else None
     if proof is not None and proof.batch_id >= ctx.batch_id:
         check_identity(ctx, proof)
@@ -84,9 +90,9 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
             engine="delta-spark",
         )
         return BatchOutcome(ctx, "skipped", reason=reason)
-    with latest(uri, fresh=False) as table:
+    with latest(uri, storage, fresh=False) as table:
         if table is None:
-            check_not_other_data(uri)
+            check_not_other_data(uri, storage)
         else:
             check_table_features(uri, table, engine="delta-spark", mode=ctx.mode)
             columns = list(table.metadata().partition_columns)

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import structlog
 
 from eosink import BatchContext, ConfigurationError, EosinkError, Proof
+from eosink_delta.store import PROBE_DIR, delta_options, filesystem
 
 log = structlog.get_logger("eosink.delta")
 
@@ -39,15 +40,28 @@ class ForeignTransactionError(EosinkError):
     """The table holds this writer id's txn, but not written by eosink."""
 
 
-def is_delta_table(uri: str) -> bool:
+def is_delta_table(uri: str, storage_options: dict[str, Any] | None = None) -> bool:
     from deltalake import DeltaTable
 
-    return DeltaTable.is_deltatable(uri)
+    return DeltaTable.is_deltatable(uri, storage_options=delta_options(storage_options or {}))
+
+
+#: The attribute of a table handle that remembers txn versions: (version, writer) -> txn.
+#: delta-rs 1.6 answers ``transaction_version`` by reading every commit file since the last
+#: checkpoint (one request each on an object store); a snapshot's answer never changes.
+TXNS_SEEN = "_eosink_txns"
 
 
 def last_version(table: Any, writer_id: str) -> int | None:
     """The latest batch (txn version) of ``writer_id`` in ``table``'s snapshot."""
-    return table.transaction_version(writer_id)
+    key = (table.version(), writer_id)
+    known = getattr(table, TXNS_SEEN, None)
+    if known is None or key not in known:
+        if known is None or any(v != key[0] for v, _ in known):
+            known = {}  # older versions of this handle are never asked again
+            setattr(table, TXNS_SEEN, known)
+        known[key] = table.transaction_version(writer_id)
+    return known[key]
 
 
 def post_commit_hooks(table: Any) -> Any:
@@ -143,21 +157,22 @@ def committed_proof(uri: str, ctx: BatchContext, table: Any) -> Proof | None:
     return Proof(writer_id=ctx.writer_id, batch_id=last)
 
 
-def check_not_other_data(uri: str) -> None:
+def check_not_other_data(uri: str, storage_options: dict[str, Any] | None = None) -> None:
     """Refuse a folder that holds files but no Delta log: it is not a table eosink may create."""
     import pyarrow.fs as pafs
 
-    fs, root = pafs.FileSystem.from_uri(uri)
-    info = fs.get_file_info(root)
-    if info.type == pafs.FileType.NotFound:
+    fs, root = filesystem(uri, storage_options or {})
+    info = fs.get_file_info(root) if root else None  # an object store has no folders
+    if info is not None and info.type == pafs.FileType.NotFound:
         return
-    if info.type != pafs.FileType.Directory:
+    if info is not None and info.type != pafs.FileType.Directory:
         raise ConfigurationError(
             f"sink 'delta': path {uri} is a file, not a Delta table folder; point option path at "
             "a folder (a new or empty one to create the table)"
         )
-    entries = fs.get_file_info(pafs.FileSelector(root, recursive=False))
+    entries = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
     names = sorted(posixpath.basename(e.path) for e in entries)
+    names = [n for n in names if n != PROBE_DIR]  # a store check of another writer
     if names == ["_delta_log"]:
         return  # a log without commits: a table another writer is creating at this moment
     if names:

@@ -18,6 +18,9 @@ listens. Two variants for tests of bad stores: ``s3_server(auth=True)`` checks c
 IAM policies (moto's IAM auth: the endpoint's keys are those of an all-powerful IAM user, and
 :meth:`S3Endpoint.user` makes users with fewer rights); ``s3_server(conditional_create=False)``
 ignores ``If-None-Match``, as S3-compatible stores without conditional writes do.
+``s3_server(rendezvous=REGEX)`` makes races deterministic: the first PUT of a key matching the
+pattern waits (a few seconds at most) for a second PUT of the same key, then both go on, so two
+writers that read the same state both ask for the same object.
 Only 127.0.0.1 is ever bound. moto is needed in the server's environment only
 (``pip install 'moto[server]'``); the client side uses boto3-compatible clients (s3fs,
 delta-rs' object store).
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -150,8 +154,39 @@ def ignore_conditional_create(app: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def rendezvous_puts(
+    app: Callable[..., Any], pattern: str, wait_s: float = 10.0
+) -> Callable[..., Any]:
+    """Wrap a WSGI app so that the first PUT of a path matching ``pattern`` waits for a second
+    PUT of that path (at most ``wait_s``); then both go on (one at a time, as every write)."""
+    regex = re.compile(pattern)
+    lock = threading.Lock()
+    waiting: dict[str, threading.Event] = {}
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") == "PUT" and regex.search(path):
+            with lock:
+                partner = waiting.pop(path, None)
+                if partner is None:
+                    mine = waiting[path] = threading.Event()
+            if partner is not None:
+                partner.set()
+            else:
+                mine.wait(wait_s)
+                with lock:
+                    if waiting.get(path) is mine:
+                        del waiting[path]
+        return app(environ, start_response)
+
+    return wrapped
+
+
 def serve(
-    port: int = 0, ready: Callable[[int], None] | None = None, conditional_create: bool = True
+    port: int = 0,
+    ready: Callable[[int], None] | None = None,
+    conditional_create: bool = True,
+    rendezvous: str | None = None,
 ) -> None:
     """Run moto's S3 server on 127.0.0.1:port until the process ends."""
     # moto comes with eosink's "testing" extra; the library itself never needs it.
@@ -165,6 +200,8 @@ def serve(
     app = serialize_writes(DomainDispatcherApplication(create_backend_app))
     if not conditional_create:
         app = ignore_conditional_create(app)
+    if rendezvous:
+        app = rendezvous_puts(app, rendezvous)
     server = make_server(HOST, port, app, threaded=True, request_handler=MotoRequestHandler)
     (ready or _print_port)(server.server_address[1])
     server.serve_forever()
@@ -176,7 +213,11 @@ def _print_port(port: int) -> None:
 
 @contextmanager
 def s3_server(
-    timeout_s: float = 60.0, *, auth: bool = False, conditional_create: bool = True
+    timeout_s: float = 60.0,
+    *,
+    auth: bool = False,
+    conditional_create: bool = True,
+    rendezvous: str | None = None,
 ) -> Iterator[S3Endpoint]:
     """Start the S3 server in a child process, yield its endpoint, stop it (and wait) after.
 
@@ -184,9 +225,11 @@ def s3_server(
     (a venv, a pex). ``auth``: requests must be signed with an IAM user's keys and its policy
     must allow the action; the endpoint yielded carries the keys of a user allowed everything.
     ``conditional_create=False``: the server ignores ``If-None-Match`` (overwrites).
+    ``rendezvous``: a pattern of paths whose first PUT waits for a second (see the module).
     """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     args = ["--port", "0"] + ([] if conditional_create else ["--ignore-if-none-match"])
+    args += ["--rendezvous", rendezvous] if rendezvous else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "eosink.testing.s3", *args],
         stdout=subprocess.PIPE,
@@ -268,8 +311,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--ignore-if-none-match", action="store_true", help="overwrite on conditional creates"
     )
+    parser.add_argument(
+        "--rendezvous", default=None, help="regex: the first PUT of such a path waits for a second"
+    )
     args = parser.parse_args(argv)
-    serve(args.port, conditional_create=not args.ignore_if_none_match)
+    serve(args.port, conditional_create=not args.ignore_if_none_match, rendezvous=args.rendezvous)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,258 @@
+"""The delta sink on S3 (delta-rs' own object store client against the loopback S3 server): the
+conformance kit, two writers racing for one Delta version, stores that cannot arbitrate that
+race, bad stores refused before any data is written, and secrets kept out of sight."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+
+import pyarrow as pa
+import pytest
+import structlog
+from deltalake import DeltaTable
+from deltalake.transaction import CommitProperties, Transaction
+from delta_helpers import run
+from eosink_delta.sink import DeltaSink, read_table
+from eosink_delta.store import TableStore
+
+import eosink
+from eosink import ConfigurationError
+from eosink.testing.conformance import SinkConformance
+from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
+
+
+def s3_sink(bucket: S3Bucket, key: str = "table", storage=None, **options) -> DeltaSink:
+    storage = {**bucket.endpoint.object_store_options(), **(storage or {})}
+    return DeltaSink(path=bucket.uri(key), storage_options=storage, **options)
+
+
+def keys(bucket: S3Bucket, prefix: str = "") -> list[str]:
+    listing = bucket.endpoint.client().list_objects_v2(Bucket=bucket.name, Prefix=prefix)
+    return [o["Key"] for o in listing.get("Contents", [])]
+
+
+def read_rows_of(bucket: S3Bucket, key: str = "table") -> list[dict]:
+    if not keys(bucket, f"{key}/_delta_log/"):
+        return []
+    return read_table(bucket.uri(key), bucket.endpoint.object_store_options()).to_pylist()
+
+
+class TestS3Conformance(SinkConformance):
+    @pytest.fixture
+    def make_sink(self, s3_bucket):
+        return lambda: s3_sink(s3_bucket)
+
+    @pytest.fixture
+    def read_rows(self, s3_bucket):
+        return lambda: read_rows_of(s3_bucket)
+
+
+def test_executors_write_the_data_files_into_the_bucket(s3_bucket):
+    assert run(s3_sink(s3_bucket, partition_by=["name"]), 0).status == "committed"
+    opts = s3_bucket.endpoint.object_store_options()
+    table = DeltaTable(s3_bucket.uri("table"), storage_options=opts)
+    uris = table.file_uris()
+    assert uris and all(u.startswith(f"s3://{s3_bucket.name}/table/name=r") for u in uris)
+    assert table.transaction_version("w") == 0  # the txn, as delta-rs reads it on S3
+    assert len(read_rows_of(s3_bucket)) == 5
+    assert not keys(s3_bucket, "table/_eosink_probe")  # the access probe left nothing
+
+
+def commit(table: DeltaTable, app: str, version: int) -> None:
+    table.create_write_transaction(
+        [],
+        "append",
+        table.schema(),
+        commit_properties=CommitProperties(app_transactions=[Transaction(app, version)]),
+    )
+
+
+#: The commit file of version 1, which both racing writers ask for.
+VERSION_1 = r"/_delta_log/0{19}1\.json$"
+
+
+def race(endpoint: S3Endpoint, apps: tuple[str, str]) -> tuple[list, DeltaTable]:
+    """Two writers on one snapshot commit at once; the server holds the first commit file's
+    PUT until the second one arrives, so both ask for the same Delta version."""
+    bucket = S3Bucket(endpoint, endpoint.create_bucket())
+    uri, opts = bucket.uri("t"), endpoint.object_store_options()
+    DeltaTable.create(uri, pa.schema([("x", pa.int64())]), storage_options=opts)
+    handles = [DeltaTable(uri, storage_options=opts) for _ in apps]
+    outcomes: list = [None, None]
+
+    def attempt(i: int) -> None:
+        try:
+            commit(handles[i], apps[i], 1)
+            outcomes[i] = "committed"
+        except Exception as exc:  # noqa: BLE001 - the outcome is what the test checks
+            outcomes[i] = type(exc).__name__
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return outcomes, DeltaTable(uri, storage_options=opts)
+
+
+@pytest.fixture(scope="module")
+def racing_endpoint():
+    with s3_server(rendezvous=VERSION_1) as endpoint:
+        yield endpoint
+
+
+def test_two_writers_racing_for_one_version_one_wins(racing_endpoint):
+    """S3 decides: one commit file PUT gets 412, delta-rs sees the winner's commit. The same
+    writer's txn is a conflict (the sink reads it as already committed); another writer's
+    commit moves on to the next version. Nothing is overwritten."""
+    outcomes, table = race(racing_endpoint, ("w", "w"))
+    assert sorted(outcomes) == ["CommitFailedError", "committed"]
+    assert table.version() == 1 and table.transaction_version("w") == 1
+    outcomes, table = race(racing_endpoint, ("a", "b"))
+    assert outcomes == ["committed", "committed"]
+    assert table.version() == 2
+    assert (table.transaction_version("a"), table.transaction_version("b")) == (1, 1)
+
+
+def test_without_conditional_create_a_racing_commit_is_lost():
+    """What the sink refuses such a store for: both writers' PUTs of version 1 succeed, the
+    second overwrites the first, and one writer's batch is gone though it was told committed."""
+    with s3_server(rendezvous=VERSION_1, conditional_create=False) as endpoint:
+        outcomes, table = race(endpoint, ("a", "b"))
+        assert outcomes == ["committed", "committed"]
+        assert table.version() == 1
+        held = [table.transaction_version("a"), table.transaction_version("b")]
+        assert sorted(held, key=str) == [1, None]
+
+
+def test_store_without_conditional_create_is_refused():
+    with s3_server(conditional_create=False) as endpoint:
+        bucket = S3Bucket(endpoint, endpoint.create_bucket())
+        with pytest.raises(ConfigurationError, match="conditional create.*single_writer"):
+            run(s3_sink(bucket), 0)
+        assert keys(bucket) == []
+        assert run(s3_sink(bucket, single_writer=True), 0).status == "committed"
+
+
+def test_unsafe_rename_is_refused_unless_single_writer(s3_bucket, monkeypatch):
+    with pytest.raises(ConfigurationError, match="AWS_S3_ALLOW_UNSAFE_RENAME.*single_writer"):
+        run(s3_sink(s3_bucket, storage={"aws_s3_allow_unsafe_rename": "true"}), 0)
+    monkeypatch.setenv("AWS_S3_ALLOW_UNSAFE_RENAME", "true")
+    with pytest.raises(ConfigurationError, match="AWS_S3_ALLOW_UNSAFE_RENAME.*single_writer"):
+        run(s3_sink(s3_bucket), 0)
+    assert keys(s3_bucket) == []
+    assert run(s3_sink(s3_bucket, single_writer=True), 0).status == "committed"
+
+
+@pytest.fixture(scope="module")
+def auth_endpoint():
+    with s3_server(auth=True) as endpoint:
+        yield endpoint
+
+
+def refused_at_init(endpoint: S3Endpoint, bucket: str, match: str, options=None) -> str:
+    sink = DeltaSink(
+        path=f"s3://{bucket}/table", storage_options=options or endpoint.object_store_options()
+    )
+    with pytest.raises(ConfigurationError, match=match) as info:
+        run(sink, 0)
+    text = str(info.value)
+    assert endpoint.secret_key not in text and "Nothing was written" in text
+    return text
+
+
+def test_wrong_credentials_are_refused_at_init(auth_endpoint):
+    bucket = auth_endpoint.create_bucket()
+    wrong = {**auth_endpoint.object_store_options(), "AWS_SECRET_ACCESS_KEY": "wrong-secret-value"}
+    assert "wrong-secret-value" not in refused_at_init(auth_endpoint, bucket, "credentials", wrong)
+    unknown = {**auth_endpoint.object_store_options(), "AWS_ACCESS_KEY_ID": "AKIANOBODY"}
+    refused_at_init(auth_endpoint, bucket, "credentials", unknown)
+    assert auth_endpoint.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_bucket_without_write_permission_is_refused_at_init(auth_endpoint):
+    bucket = auth_endpoint.create_bucket()
+    reader = auth_endpoint.user("delta-reader", ("s3:GetObject", "s3:ListBucket"))
+    refused_at_init(reader, bucket, "refused to let these credentials write")
+    assert auth_endpoint.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_missing_bucket_is_refused_at_init(s3_endpoint):
+    refused_at_init(s3_endpoint, "eosink-no-such-bucket", "bucket.*does not exist")
+
+
+def test_endpoint_that_refuses_connections_is_refused_at_init(s3_endpoint):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    opts = {**s3_endpoint.object_store_options(), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    refused_at_init(s3_endpoint, "any-bucket", "could not reach", opts)
+
+
+def test_local_path_with_storage_options_is_refused(tmp_path):
+    with pytest.raises(ConfigurationError, match="storage_options.*local"):
+        DeltaSink(path=str(tmp_path / "t"), storage_options={"AWS_REGION": "x"})
+
+
+def test_spark_storage_options_reach_the_sink(s3_bucket):
+    endpoint = s3_bucket.endpoint
+    spark_options = {f"storage.{k.lower()}": v for k, v in endpoint.object_store_options().items()}
+    sink = eosink.sink("delta", path=s3_bucket.uri("table"), **spark_options)
+    assert sink.options.storage_options["aws_secret_access_key"] == endpoint.secret_key
+    assert run(sink, 0).status == "committed"  # object_store reads the lower-cased names
+    assert len(read_rows_of(s3_bucket)) == 5
+
+
+def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, caplog):
+    secret = s3_bucket.endpoint.secret_key
+    eosink.configure_logging(json=True, level=logging.DEBUG)
+    try:
+        sink = s3_sink(s3_bucket)
+        assert secret not in repr(sink) and secret not in repr(sink.options)
+        assert "***" in repr(sink.options)
+        assert run(sink, 0).status == "committed"
+        assert run(sink, 0).status == "skipped"
+        bad = pa.record_batch({"id": pa.array(["x"]), "name": pa.array(["y"])})
+        with pytest.raises(ConfigurationError) as info:
+            run(s3_sink(s3_bucket), 1, [bad])
+        assert secret not in str(info.value) and secret not in repr(info.value)
+        proof = sink.is_committed(
+            eosink.BatchContext(sink="delta", writer_id="w", batch_id=0, kind="stream")
+        )
+        assert proof is not None and secret not in repr(proof)
+    finally:
+        structlog.reset_defaults()
+    captured = capsys.readouterr()
+    logs = captured.out + captured.err + caplog.text
+    assert "delta" in logs and secret not in logs
+    client = s3_bucket.endpoint.client()
+    for key in keys(s3_bucket, "table/_delta_log/"):
+        body = client.get_object(Bucket=s3_bucket.name, Key=key)["Body"].read()
+        assert secret.encode() not in body
+        assert s3_bucket.endpoint.access_key.encode() not in body
+    history = DeltaTable(
+        s3_bucket.uri("table"), storage_options=s3_bucket.endpoint.object_store_options()
+    ).history()
+    assert secret not in json.dumps(history, default=str)
+
+
+def test_two_writers_checking_the_store_at_once_do_not_disturb_each_other(s3_bucket, monkeypatch):
+    """Another writer's whole store check runs between this one's probe and its conditional
+    create: each removes only its own probe, so neither mistakes the store for one that
+    ignores If-None-Match."""
+    uri, options = s3_bucket.uri("table"), s3_bucket.endpoint.object_store_options()
+    conditional = TableStore._check_conditional_create
+
+    def another_writer_checks_meanwhile(self, probe):
+        if not getattr(self, "inner", False):
+            other = TableStore(uri, options, False)
+            other.inner = True
+            other.check()
+        return conditional(self, probe)
+
+    monkeypatch.setattr(TableStore, "_check_conditional_create", another_writer_checks_meanwhile)
+    TableStore(uri, options, False).check()
+    assert keys(s3_bucket) == []
