@@ -37,6 +37,7 @@ def eosink_package(
     description,
     module=None,
     sinks=None,
+    scripts=None,
     dependencies=(),
     extras_require=None,
 ):
@@ -48,6 +49,7 @@ def eosink_package(
     module:       top-level import name (default: dist with "-" replaced by "_")
     sinks:        {name: "module:Class"} entry points in the eosink.sinks group; a sink
                   package also requires eosink (a compatible range)
+    scripts:      {command: "module:function"} console scripts, e.g. {"eosink": "eosink.cli:main"}
     dependencies: what the code needs beyond what Pants infers from its imports, e.g. the
                   store client, so that the wheel requires it from the first commit on
     extras_require: optional extras, e.g. {"testing": ["pytest>=8"]}
@@ -86,7 +88,10 @@ def eosink_package(
             **({"extras_require": extras_require} if extras_require else {}),
         ),
         long_description_path=f"{package_dir}/README.md",
-        entry_points={stevedore_namespace(SINKS_GROUP): sinks} if sinks else {},
+        entry_points={
+            **({stevedore_namespace(SINKS_GROUP): sinks} if sinks else {}),
+            **({"console_scripts": scripts} if scripts else {}),
+        },
     )
 
 

@@ -43,6 +43,7 @@ from eosink_files.log import (
     render,
 )
 from eosink_files import spark_engine
+from eosink_files.cli import FilesCommands
 from eosink_files.options import FilesOptions
 from eosink_files.store import Store, open_store, safe_url
 from eosink_files.writers import PartitionWriter, WrittenFile
@@ -192,7 +193,7 @@ def placement(
         log_id += 1
 
 
-class FilesSink(eosink.Sink):
+class FilesSink(FilesCommands, eosink.Sink):
     """Exactly-once files in a folder; each batch is published by one manifest log file."""
 
     name = "files"

@@ -28,6 +28,7 @@ import structlog
 
 import eosink
 from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink_yt_dynamic.cli import YtDynamicCommands
 from eosink_yt_common import YtConnection, client_config_option, retry_unit, yt_rows
 from eosink_yt_dynamic.keys import (
     KeyPlan,
@@ -131,7 +132,7 @@ def _ql_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-class YtDynamicSink(eosink.Sink):
+class YtDynamicSink(YtDynamicCommands, eosink.Sink):
     """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
 
     name = "yt-dynamic"

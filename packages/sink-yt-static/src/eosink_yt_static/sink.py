@@ -50,6 +50,7 @@ from eosink_yt_common import (
     yt_schema,
 )
 from eosink_yt_static import tx as txs
+from eosink_yt_static.cli import YtStaticCommands
 
 log = structlog.get_logger("eosink.yt_static")
 
@@ -170,7 +171,7 @@ def _read_proof(raw: Any, writer_id: str) -> Proof | None:
     return Proof.from_json(str(raw[writer_id]))
 
 
-class YtStaticSink(eosink.Sink):
+class YtStaticSink(YtStaticCommands, eosink.Sink):
     """Exactly-once into a YT static table through a per-batch transaction tree."""
 
     name = "yt-static"

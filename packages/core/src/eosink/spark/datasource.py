@@ -49,7 +49,8 @@ from eosink.protocol import (
     finish,
     prepare,
 )
-from eosink.registry import installed_sinks, plugin_manager, sink_from_options
+from eosink.registry import installed_sinks, plugin_manager, sink_class, sink_from_options
+from eosink.spark.executor_env import check_executors
 
 log = structlog.get_logger("eosink")
 
@@ -310,6 +311,7 @@ DATA_SOURCES = _define_data_sources()
 
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink; returns the format names."""
+    check_executors(spark, [sink_class(name) for name in DATA_SOURCES])
     for cls in DATA_SOURCES.values():
         spark.dataSource.register(cls)
     return [cls.name() for cls in DATA_SOURCES.values()]

@@ -17,6 +17,7 @@ import structlog
 from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
+from eosink.spark.executor_env import check_executors
 from eosink.spark.executors import arrow_schema, spark_run_writes
 
 log = structlog.get_logger("eosink")
@@ -54,6 +55,7 @@ class ForeachBatchWriter:
     counts: dict[str, int] = attrs.field(factory=lambda: {"committed": 0, "skipped": 0})
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        check_executors(df.sparkSession, self.sinks)
         query_id, checkpoint = _query_identity(df)
         schema = arrow_schema(df)
         fan_out = len(self.sinks) > 1
@@ -155,6 +157,7 @@ def write_batch(
             "runs (e.g. the run date as 20261122); a version at or below the last committed "
             "one is skipped"
         )
+    check_executors(df.sparkSession, sinks)
     schema = arrow_schema(df)
     outcomes = []
     for sink in sinks:
