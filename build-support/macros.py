@@ -28,6 +28,11 @@ CORE = "packages/core/src/eosink/__init__.py:../lib"
 # names (`from conftest import X`, `import helpers`), so one process for all packages would
 # hand one package's tests another package's conftest.
 SPARK_TEST_GLOBS = ("**/test_*spark*.py", "**/test_e2e_*.py")
+# Tests on a standalone Spark cluster (eosink.testing.cluster: a master and two workers, ~15 s
+# to start, shared by the package's cluster tests in one process): tagged "spark" and
+# "cluster", so `--tag=-spark` skips them with the other Spark tests and `--tag=-cluster`
+# alone.
+CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
 
 
 def eosink_package(
@@ -95,15 +100,17 @@ def eosink_package(
     )
 
 
-def eosink_tests(*, discovers_sinks=False, dependencies=()):
+def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=()):
     """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
 
     discovers_sinks: tests find sinks through the eosink.sinks entry points; Pants then
                      makes every sink's entry points visible to them (stevedore_namespaces).
     dependencies:    what the tests need beyond what Pants infers from their imports, e.g. a
                      pytest plugin named only in a `pytest_plugins = [...]` string
+    cluster_packages: packages (e.g. wheels: python_distribution targets) built before the
+                     cluster tests run and placed in their sandbox
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
-    package.
+    package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
     """
     package_dir = build_file_dir().parent
     package = package_dir.name or "repo"
@@ -117,15 +124,30 @@ def eosink_tests(*, discovers_sinks=False, dependencies=()):
     )
     python_tests(
         name="tests",
-        sources=["**/test_*.py", "**/*_test.py", *[f"!{glob}" for glob in SPARK_TEST_GLOBS]],
+        sources=[
+            "**/test_*.py",
+            "**/*_test.py",
+            *[f"!{glob}" for glob in SPARK_TEST_GLOBS + CLUSTER_TEST_GLOBS],
+        ],
         stevedore_namespaces=namespaces,
         dependencies=extra,
     )
     python_tests(
         name="spark",
-        sources=list(SPARK_TEST_GLOBS),
+        sources=[*SPARK_TEST_GLOBS, *[f"!{glob}" for glob in CLUSTER_TEST_GLOBS]],
         tags=["spark"],
         batch_compatibility_tag=f"spark-{package}",
         stevedore_namespaces=namespaces,
         dependencies=extra,
+    )
+    python_tests(
+        name="cluster",
+        sources=list(CLUSTER_TEST_GLOBS),
+        tags=["spark", "cluster"],
+        batch_compatibility_tag=f"cluster-{package}",
+        stevedore_namespaces=namespaces,
+        dependencies=extra,
+        runtime_package_dependencies=list(cluster_packages),
+        # The timeouts of a batch's files add up; a file's kill tests take minutes each.
+        timeout=1500,
     )

@@ -65,13 +65,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _parent(pid: int) -> int | None:
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name: state, parent, ..."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
-    return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
+
+
+def is_running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in (b"Z", b"X")
 
 
 def _all_pids() -> list[int]:
@@ -273,6 +285,9 @@ class StandaloneCluster:
             process.wait()
         self.running, self.master = [], None
         shutil.rmtree(self.root, ignore_errors=True)
+        left = self.processes()
+        if left:
+            raise ClusterError(f"processes of the cluster survived SIGKILL: {left}")
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
@@ -294,16 +309,21 @@ class StandaloneCluster:
         _kill(tree)
         worker.process.wait()
         deadline = time.monotonic() + 30
-        while any(os.path.exists(f"/proc/{p}") and _parent(p) is not None for p in tree):
+        while any(is_running(p) for p in tree):
             if time.monotonic() > deadline:
                 raise ClusterError(f"processes of worker {worker.index} survived SIGKILL")
             time.sleep(0.1)
         self.running = [w for w in self.running if w is not worker]
 
     # -- drivers ------------------------------------------------------------------------------
-    def spark_conf(self) -> dict[str, str]:
-        """What a driver needs to run on this cluster (``spark.master`` and modest executors)."""
-        return {
+    def spark_conf(self, ship_path: bool = True) -> dict[str, str]:
+        """What a driver needs to run on this cluster (``spark.master`` and modest executors).
+
+        ``ship_path`` gives the executors this process's ``sys.path`` (as
+        ``spark.executorEnv.PYTHONPATH``): test code and sources that are not installed reach
+        them, as installed packages would on a real cluster.
+        """
+        conf = {
             "spark.master": self.master_url,
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
@@ -311,6 +331,11 @@ class StandaloneCluster:
             "spark.sql.shuffle.partitions": str(self.workers * self.cores_per_worker),
             "spark.default.parallelism": str(self.workers * self.cores_per_worker),
         }
+        if ship_path:
+            conf["spark.executorEnv.PYTHONPATH"] = os.pathsep.join(
+                os.path.abspath(p) for p in sys.path if p
+            )
+        return conf
 
     def session(self, **conf: str) -> Any:
         """A SparkSession of this process on the cluster (stop it before making another)."""
