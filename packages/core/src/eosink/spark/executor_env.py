@@ -39,7 +39,7 @@ def probe(batches, modules=MODULES):
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            found[module] = {"error": f"{type(exc).__name__}: {exc}", "missing": exc.name}
+            found[module] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         try:
             from importlib.metadata import version
@@ -82,7 +82,9 @@ def requirements(sinks: Iterable[Any]) -> list[Requirement]:
         name = getattr(sink, "name", str(sink))
         cls = sink if isinstance(sink, type) else type(sink)
         ep = entry_points.get(name)
-        dist = getattr(getattr(ep, "dist", None), "name", None) if ep else None
+        if ep is None or ep.value.split(":")[0] != cls.__module__:
+            continue  # not an installed sink (e.g. a class of the job itself): nothing to name
+        dist = getattr(getattr(ep, "dist", None), "name", None)
         found.append(Requirement(cls.__module__, dist, f"sink {name!r}"))
     return found
 
