@@ -116,7 +116,9 @@ def write_source(work: Path) -> list[int]:
             for i in range(ROWS_PER_FILE):
                 row_id = n * 1000 + i
                 f.write(
-                    json.dumps({"id": row_id, "name": f"r{row_id}", "tablet_index": 0, "row_index": row_id})
+                    json.dumps(
+                        {"id": row_id, "name": f"r{row_id}", "tablet_index": 0, "row_index": row_id}
+                    )
                     + "\n"
                 )
                 expected.append(row_id)

@@ -21,6 +21,7 @@ import os
 from collections import Counter
 
 import pytest
+from eosink_yt_emulator.pytest_plugin import yt_emulator  # noqa: F401 - the YT sinks' target
 from cluster_helpers import (
     arm,
     kill_driver,
@@ -123,5 +124,7 @@ def test_worker_then_driver_killed_mid_batch(spark_cluster, wheel_env, tmp_path,
     run_cli(wheel_env, "cleanup", sink, *cli_target, "--older-than", "0s")
 
     damage()
-    problems = json.loads(run_cli(wheel_env, "verify", sink, *cli_target, "--json", check_exit=1).stdout)
+    problems = json.loads(
+        run_cli(wheel_env, "verify", sink, *cli_target, "--json", check_exit=1).stdout
+    )
     assert problems["problems"], problems

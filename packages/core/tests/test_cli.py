@@ -93,6 +93,8 @@ def test_unknown_options_are_the_sinks_error(capsys):
     assert "unknown option 'proxy'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("2d", 172800)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("2d", 172800)]
+)
 def test_durations(text, seconds):
     assert cli.duration(text) == seconds

@@ -52,5 +52,7 @@ class SqliteCommands:
             except Exception:  # noqa: BLE001 - no table yet
                 rows = 0
         expected = sum(p.rows or 0 for p in proofs)
-        problems = () if rows == expected else (f"the proofs count {expected} rows, the table {rows}",)
+        problems = (
+            () if rows == expected else (f"the proofs count {expected} rows, the table {rows}",)
+        )
         return Verification(self.options.path, len(proofs), problems)

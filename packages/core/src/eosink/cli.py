@@ -101,7 +101,9 @@ def parser() -> argparse.ArgumentParser:
     target = argparse.ArgumentParser(add_help=False, parents=[common])
     target.add_argument("sink", metavar="SINK", help="the sink's name, e.g. files, delta")
     target.add_argument(
-        "target", metavar="TARGET", help="what the sink writes to: its path option (a folder, a table)"
+        "target",
+        metavar="TARGET",
+        help="what the sink writes to: its path option (a folder, a table)",
     )
     options = target.add_argument_group("connection options (the sinks' own option names)")
     options.add_argument("--proxy", help="YT sinks: the YT HTTP proxy")
@@ -279,7 +281,9 @@ def print_cleanup(report: CleanupReport) -> None:
     total = f", {_size(sum(sizes))}" if sizes else ""
     print(f"{verb} {len(report.removable)} leftover(s){total}")
     if report.kept:
-        print(f"kept {len(report.kept)} younger leftover(s) (a live writer may still publish them):")
+        print(
+            f"kept {len(report.kept)} younger leftover(s) (a live writer may still publish them):"
+        )
         for x in report.kept:
             print(f"  {x.kind}  {x.path}  {_age(x.age_s)}")
     if not report.deleted and report.removable:
@@ -305,7 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(_jsonable(result), indent=2, default=str))
     elif args.command == "sinks":
         rows = [(s["sink"], s["package"], s["version"], s["class"]) for s in result]
-        print(table(rows, ("sink", "package", "version", "class")) if rows else "no sinks installed")
+        print(
+            table(rows, ("sink", "package", "version", "class")) if rows else "no sinks installed"
+        )
     elif args.command == "status":
         print_status(result)
     elif args.command == "verify":

@@ -95,7 +95,9 @@ class DeltaCommands:
                 problems.append(f"missing: {path} (the log adds it with {size} bytes)")
             elif os.path.getsize(local) != size:
                 problems.append(f"size differs: {path} is {os.path.getsize(local)}, log {size}")
-        return Verification(self.options.path, len(proofs) + len(actions.get("path", [])), tuple(problems))
+        return Verification(
+            self.options.path, len(proofs) + len(actions.get("path", [])), tuple(problems)
+        )
 
     @hookimpl
     def cleanup_target(self, older_than_s: float, delete: bool) -> CleanupReport:

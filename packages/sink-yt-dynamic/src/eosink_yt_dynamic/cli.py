@@ -73,7 +73,9 @@ class YtDynamicCommands:
             problems.append(f"{self.options.path} is {table.get('tablet_state')}, not mounted")
         for writer, proof in proofs.items():
             if proof.writer_id != writer:
-                problems.append(f"progress row of {writer!r} holds the proof of {proof.writer_id!r}")
+                problems.append(
+                    f"progress row of {writer!r} holds the proof of {proof.writer_id!r}"
+                )
         return Verification(self.options.path, 1 + len(proofs), tuple(problems))
 
     @hookimpl

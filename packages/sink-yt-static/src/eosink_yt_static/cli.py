@@ -89,7 +89,11 @@ class YtStaticCommands:
             for writer, proof in proofs.items():
                 if proof is None or proof.writer_id != writer:
                     problems.append(f"the proof of writer {writer!r} does not parse as its own")
-                elif proof.rows is not None and proof.rows > rows and self.options.cleanup == "disabled":
+                elif (
+                    proof.rows is not None
+                    and proof.rows > rows
+                    and self.options.cleanup == "disabled"
+                ):
                     problems.append(
                         f"writer {writer!r}: batch {proof.batch_id} committed {proof.rows} rows, "
                         f"the table holds {rows}"

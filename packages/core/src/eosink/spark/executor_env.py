@@ -16,6 +16,7 @@ so it runs on executors that lack eosink.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -30,7 +31,7 @@ from eosink.errors import ConfigurationError
 #: Set to "0" to skip the check (e.g. a cluster where a probe job is not allowed).
 SKIP_ENV = "EOSINK_CHECK_EXECUTORS"
 
-_PROBE_SOURCE = '''
+_PROBE_SOURCE = """
 def probe(batches, modules=MODULES):
     import importlib, json, os, sys
     import pyarrow as pa
@@ -50,7 +51,7 @@ def probe(batches, modules=MODULES):
     for _ in batches:
         pass
     yield pa.record_batch([pa.array([report])], names=["report"])
-'''
+"""
 
 
 class ExecutorEnvironmentError(ConfigurationError):
@@ -185,8 +186,6 @@ def _application(spark: Any) -> str:
 
 def check_executors(spark: Any, sinks: Iterable[Any]) -> None:
     """Fail before anything is written if the executors cannot run ``sinks`` (once per app)."""
-    import os
-
     if os.environ.get(SKIP_ENV, "1") == "0":
         return
     reqs = requirements(sinks)
