@@ -18,14 +18,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 import cluster_job
 
-FILES, ROWS_PER_FILE = 4, 200
+FILES, ROWS_PER_FILE = 3, 200
 
 
 def _deps_dir() -> str:
@@ -169,3 +172,55 @@ def kill_driver(driver) -> None:
 def last_log(work: Path) -> str:
     logs = sorted(work.glob("job-*.log"))
     return logs[-1].read_text()[-4000:] if logs else "(no driver log)"
+
+
+# -- the kill scenario of test_cluster_e2e*.py ----------------------------------------------
+@attrs.frozen
+class Target:
+    """A sink's fresh target: its options, the CLI's arguments for it, a reader, a damage."""
+
+    sink: str
+    options: dict[str, str]
+    cli: list[str]  # TARGET and connection options of the eosink command
+    read_ids: Callable[[], list[int]]  # an independent reader
+    damage: Callable[[], None]  # breaks what a proof references (verify must then exit 1)
+    read_back: str | None = None  # files: where the driver writes what Spark's reader read
+
+
+def worker_then_driver_killed(cluster, wheel_env: Path, work: Path, target: Target, door: str):
+    """Batch 1: the worker of a stalled task killed; batch 2: the driver killed; restart.
+
+    Then the reader counts exactly the source rows, and the installed eosink command finds the
+    last batch's proof, verifies the target, lists leftovers, and sees the damage.
+    """
+    expected = write_source(work)
+    job = {"master": cluster.master_url, "conf": cluster.spark_conf(), "door": door}
+    job.update(sink=target.sink, options=target.options, read_back=target.read_back)
+
+    arm(work, 1050)
+    driver = start_driver(work, job)
+    pid = wait_reached(work, 1050, driver)
+    cluster.kill_worker(cluster.worker_of(pid))
+    arm(work, 2050)  # releases batch 1's retried task, stalls batch 2
+    cluster.ensure_workers()
+    wait_reached(work, 2050, driver)
+    kill_driver(driver)
+
+    arm(work, None)
+    restarted = start_driver(work, job)
+    assert restarted.wait(timeout=600) == 0, last_log(work)
+
+    held = Counter(target.read_ids())
+    assert held == Counter(expected), (
+        f"duplicates: {sum(held[i] - 1 for i in held if held[i] > 1)}, "
+        f"lost: {len(set(expected) - set(held))}"
+    )
+
+    status = json.loads(run_cli(wheel_env, "status", target.sink, *target.cli, "--json").stdout)
+    assert [(w["writer_id"], w["batch_id"]) for w in status["writers"]] == [("orders", FILES - 1)]
+    run_cli(wheel_env, "verify", target.sink, *target.cli)
+    run_cli(wheel_env, "cleanup", target.sink, *target.cli, "--older-than", "0s")
+
+    target.damage()
+    verify = run_cli(wheel_env, "verify", target.sink, *target.cli, "--json", check_exit=1)
+    assert json.loads(verify.stdout)["problems"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cluster_helpers import last_log, run_cli, start_driver, write_source
+from cluster_helpers import FILES, last_log, run_cli, start_driver, write_source
 
 
 @pytest.mark.parametrize("command", [[], ["sinks"], ["status"], ["verify"], ["cleanup"]])
@@ -47,10 +47,10 @@ def test_third_party_sink_written_by_a_query(spark_cluster, wheel_env, tmp_path)
     assert start_driver(work, job).wait(timeout=600) == 0, last_log(work)
 
     status = json.loads(run_cli(wheel_env, "status", "sqlite", str(db), "--json").stdout)
-    assert [(w["writer_id"], w["batch_id"]) for w in status["writers"]] == [("orders", 3)]
-    assert status["details"]["batches"] == 4
+    assert [(w["writer_id"], w["batch_id"]) for w in status["writers"]] == [("orders", FILES - 1)]
+    assert status["details"]["batches"] == FILES
     verified = json.loads(run_cli(wheel_env, "verify", "sqlite", str(db), "--json").stdout)
-    assert verified["ok"] and verified["checked"] == 4
+    assert verified["ok"] and verified["checked"] == FILES
 
     import sqlite3
 

@@ -364,7 +364,14 @@ logger.worker.level = info
 def spark_cluster() -> Iterator[StandaloneCluster]:
     """One standalone cluster (master + two workers) for the whole test process."""
     cluster = StandaloneCluster().start()
+
+    def stop_on_sigterm(signum: int, frame: Any) -> None:  # e.g. a test runner's timeout
+        cluster.stop()
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
     try:
         yield cluster
     finally:
+        signal.signal(signal.SIGTERM, previous)
         cluster.stop()
