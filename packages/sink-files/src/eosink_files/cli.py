@@ -6,6 +6,7 @@ it), leftovers are found by :func:`eosink_files.cleanup`. ``FilesSink`` inherits
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from eosink import hookimpl
@@ -74,21 +75,29 @@ class FilesCommands:
         from eosink_files.cleanup import cleanup
         from eosink_files.reader import _store
 
+        store = _store(self.options.path)
+        now_ms = time.time() * 1000
+
+        def leftover(relpath: str, kind: str) -> Leftover:
+            try:
+                size, mtime = store.stat(relpath)
+            except FileNotFoundError:  # deleted by this cleanup: size and age unknown
+                return Leftover(relpath, kind)
+            return Leftover(relpath, kind, size, (now_ms - mtime) / 1000)
+
         report = cleanup(
             self.options.path,
             older_than_s=older_than_s,
             dry_run=not delete,
             compact_interval=self.options.compact_interval,
         )
+        removable = tuple(leftover(p, "orphan file") for p in report.orphans)  # gone if deleted
         return CleanupReport(
             target=self.options.path,
-            removable=tuple(
-                Leftover(p, "orphan file", None if delete else _store(self.options.path).stat(p)[0])
-                for p in report.orphans
-            ),
+            removable=removable,
             kept=(
-                *(Leftover(p, "recent unlisted file") for p in report.young),
-                *(Leftover(p, "foreign file (never removed)") for p in report.foreign),
+                *(leftover(p, "recent unlisted file") for p in report.young),
+                *(leftover(p, "foreign file (never removed)") for p in report.foreign),
             ),
             deleted=report.deleted,
         )
