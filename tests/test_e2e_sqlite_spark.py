@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from eosink_sqlite.sink import read_rows
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.faults import FaultPlugin
@@ -178,8 +179,10 @@ def test_new_checkpoint_on_old_output_fails_clearly(spark, tmp_path):
         )
 
     start("ckpt-1").awaitTermination()
-    with pytest.raises(StreamingQueryException, match="new writer id"):
+    with pytest.raises(StreamingQueryException, match="new writer id") as error:
         start("ckpt-2").awaitTermination()
+    # both checkpoints named: the proof records the query's checkpoint root
+    assert "ckpt-1" in str(error.value) and "ckpt-2" in str(error.value)
 
 
 def test_batch_job_versions_through_both_apis(spark, tmp_path):
@@ -202,3 +205,78 @@ def test_batch_job_versions_through_both_apis(spark, tmp_path):
     )
     assert statuses == ["committed", "skipped"]
     assert sorted(r["id"] for r in read_rows(target)) == [1, 1, 2, 2, 3, 3]
+
+
+@pytest.mark.parametrize("front_door", ["data_source", "foreach_batch"])
+def test_replay_with_other_data_is_detected_through_both_front_doors(spark, tmp_path, front_door):
+    """fingerprint=error: Spark replays batch 0 (its commit log entry is gone) over a source
+    file that changed meanwhile; both front doors must refuse the replay, not skip it."""
+    source = tmp_path / "in"
+    source.mkdir()
+    rows = [json.dumps({"id": i, "name": "x"}) for i in range(5)]
+    (source / "a.json").write_text("\n".join(rows) + "\n")
+    target = str(tmp_path / "out.db")
+    checkpoint = tmp_path / "ckpt"
+    eosink.register_data_sources(spark)
+    writer = eosink.foreach_batch(
+        eosink.sink("sqlite", path=target), writer_id="orders", fingerprint="error"
+    )
+
+    def start():
+        stream = spark.readStream.schema("id long, name string").json(str(source)).writeStream
+        if front_door == "data_source":
+            stream = (
+                stream.format("eosink-sqlite")
+                .option("writerId", "orders")
+                .option("path", target)
+                .option("fingerprint", "error")
+            )
+        else:
+            stream = stream.foreachBatch(writer)
+        return (
+            stream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+        )
+
+    start().awaitTermination()
+    for name in ("0", ".0.crc"):  # as if the driver died before Spark recorded batch 0
+        (checkpoint / "commits" / name).unlink()
+    (source / "a.json").write_text(json.dumps({"id": 99, "name": "changed"}) + "\n")
+    with pytest.raises(StreamingQueryException, match="replayed batch differs"):
+        start().awaitTermination()
+    assert sorted(r["id"] for r in read_rows(target)) == list(range(5))
+
+
+@pytest.mark.parametrize("output_mode", ["complete", "update"])
+def test_foreach_batch_refuses_an_output_mode_it_would_duplicate(spark, tmp_path, output_mode):
+    """An aggregation in complete (or update) mode hands every batch the result table (or its
+    changed rows): appending them, the default, would duplicate rows batch after batch."""
+    write_source(str(tmp_path / "in"))
+    target = str(tmp_path / "out.db")
+    counts = (
+        spark.readStream.schema("id long, name string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+        .groupBy((F.col("id") % 3).alias("k"))
+        .count()
+    )
+
+    def start(writer, checkpoint):
+        return (
+            counts.writeStream.outputMode(output_mode)
+            .foreachBatch(writer)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    appending = eosink.foreach_batch(eosink.sink("sqlite", path=target), writer_id="counts")
+    with pytest.raises(StreamingQueryException, match=f"outputMode\\('{output_mode}'\\)"):
+        start(appending, "ckpt-1").awaitTermination()
+    assert read_rows(target) == []
+    if output_mode == "complete":  # the fix the error names
+        replacing = eosink.foreach_batch(
+            eosink.sink("sqlite", path=target), writer_id="counts", mode="complete"
+        )
+        start(replacing, "ckpt-2").awaitTermination()
+        held = sorted((r["k"], r["count"]) for r in read_rows(target))
+        assert held == [(0, 267), (1, 267), (2, 266)]

@@ -66,6 +66,36 @@ class ForgetsProof(SqliteSink):
         super()._commit(conn, ctx, keys, proof)
 
 
+class NamesWithoutAttempt(SqliteSink):
+    """Tags staged rows with the partition only: two attempts of a partition share a tag."""
+
+    @hookimpl
+    def write(self, state, partition_id, attempt, batches):
+        return super().write(state, partition_id, 0, batches)
+
+
+class AbortTrustsMemory(SqliteSink):
+    """``abort`` undoes the batch (drops its proof) unless this very instance saw the commit
+    return: Spark's abort runs in a fresh process, and a commit may land, then raise."""
+
+    landed = False
+
+    @hookimpl
+    def commit(self, ctx, state, messages, proof):
+        super().commit(ctx, state, messages, proof)
+        self.landed = True
+
+    @hookimpl
+    def abort(self, ctx, state, messages):
+        super().abort(ctx, state, messages)
+        if not self.landed:
+            with self.connect() as conn:
+                conn.execute(
+                    f"DELETE FROM {PROOFS} WHERE writer_id = ? AND batch_id = ?",
+                    (ctx.writer_id, ctx.batch_id),
+                )
+
+
 CAUGHT_BY = [
     ("test_crash_mid_write", PublishesInWrite),
     ("test_crash_after_write_before_commit", PublishesInWrite),
@@ -77,6 +107,8 @@ CAUGHT_BY = [
     ("test_concurrent_attempts_same_identity", ForgetsProof),
     ("test_concurrent_commits_race", ForgetsProof),
     ("test_batch_job_versions", ForgetsProof),
+    ("test_attempt_names_unique_per_task_attempt", NamesWithoutAttempt),
+    ("test_abort_after_landed_commit_keeps_published_data", AbortTrustsMemory),
 ]
 
 

@@ -9,6 +9,7 @@ import attrs
 
 import eosink
 from eosink import AlreadyCommitted, Proof, hookimpl
+from eosink.staging import record_rows
 
 STORES: dict[str, dict] = defaultdict(lambda: {"rows": [], "proofs": {}, "staged": {}})
 LOCK = threading.Lock()
@@ -89,4 +90,5 @@ class DataFrameStagingSink(MemorySink):
             self.store["staged"][key] = list(df)
         if self.options.fail_staging:
             raise RuntimeError("staging failed")
-        return eosink.Staged(message=key, rows=len(df))
+        record_rows(len(df))  # what eosink.spark.stage_dataframe does with Spark's count
+        return eosink.Staged(message=key)

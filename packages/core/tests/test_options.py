@@ -52,3 +52,56 @@ def test_location_is_absolute_or_a_url(tmp_path, monkeypatch):
     assert location("out") == str(tmp_path / "out")
     assert location("file:///data/x") == location("file:/data/x") == "/data/x"
     assert location(" s3://bucket/x/ ") == "s3://bucket/x"
+
+
+@attrs.frozen
+class StoreOpts:
+    path: str
+    storage_options: dict = attrs.field(factory=dict)
+
+
+def test_storage_prefix_collects_store_options():
+    opts = options_from(
+        StoreOpts,
+        {
+            "path": "s3://b/x",
+            "storage.endpoint_url": "http://127.0.0.1:9000",
+            "STORAGE.client_kwargs.region_name": "eu-west-1",
+        },
+    )
+    assert opts.storage_options == {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "client_kwargs.region_name": "eu-west-1",
+    }
+    # Entries given both ways: the prefixed ones win over the dict's.
+    opts = options_from(
+        StoreOpts,
+        {"path": "/x", "storage_options": {"a": "1", "b": "2"}, "storage.b": "3"},
+    )
+    assert opts.storage_options == {"a": "1", "b": "3"}
+    # A class without the field: a prefixed option is an unknown option.
+    with pytest.raises(ConfigurationError, match="unknown option 'storage.key'"):
+        options_from(Opts, {"path": "/x", "storage.key": "k"})
+
+
+def test_masked_hides_credentials_at_any_depth():
+    from eosink.options import masked, secret_values
+
+    given = {
+        "key": "AKIA-ID",
+        "secret": "s3cr3t",
+        "endpoint_url": "https://user:pw@host:9000",
+        "client_kwargs": {"region_name": "eu-west-1", "aws_session_token": "tok"},
+        "account_name": "acct",
+        "sas_token": "sv=x",
+    }
+    shown = masked(given)
+    assert shown == {
+        "key": "***",
+        "secret": "***",
+        "endpoint_url": "https://***@host:9000",
+        "client_kwargs": {"region_name": "eu-west-1", "aws_session_token": "***"},
+        "account_name": "acct",
+        "sas_token": "***",
+    }
+    assert sorted(secret_values(given)) == sorted(["AKIA-ID", "s3cr3t", "tok", "sv=x"])

@@ -6,7 +6,15 @@ import pyarrow as pa
 import pytest
 from sample_sinks import STORES, DataFrameStagingSink, MemorySink
 
-from eosink import BatchContext, CheckpointMismatchError, MissingWriterIdError, hookimpl, run_batch
+import eosink
+from eosink import (
+    BatchContext,
+    CheckpointMismatchError,
+    MissingWriterIdError,
+    SinkError,
+    hookimpl,
+    run_batch,
+)
 from eosink.testing import LocalRunner
 from eosink.testing.conformance import SinkConformance
 
@@ -119,17 +127,13 @@ def test_write_dataframe_stages_the_batch_instead_of_write():
     assert run_batch(sink, ctx, SCHEMA, NoWrites([]), df=df).status == "skipped"
 
 
-@pytest.mark.parametrize(
-    "case", ["sink declines", "fingerprint asked", "executor plugins", "no dataframe"]
-)
+@pytest.mark.parametrize("case", ["sink declines", "fingerprint asked", "no dataframe"])
 def test_write_runs_when_the_dataframe_path_does_not_apply(case):
     sink = DataFrameStagingSink(name=next(names), offer=case != "sink declines")
     ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
     kwargs = {"df": None if case == "no dataframe" else [{"id": 99}]}
     if case == "fingerprint asked":
         kwargs["fingerprint"] = "error"
-    if case == "executor plugins":
-        kwargs["executor_plugins"] = [object()]
     outcome = run_batch(sink, ctx, SCHEMA, LocalRunner(rows(1, 2)), **kwargs)
     assert (outcome.status, outcome.rows) == ("committed", 2)
     assert STORES[sink.options.name]["rows"] == [{"id": 1}, {"id": 2}]
@@ -142,3 +146,44 @@ def test_failed_dataframe_staging_aborts_and_commits_nothing():
         run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}])
     store = STORES[sink.options.name]
     assert store["rows"] == [] and store["proofs"] == {}
+
+
+def test_executor_plugins_keep_the_dataframe_path():
+    """Fault injection must reach the path production takes, not switch it off."""
+    sink = DataFrameStagingSink(name=next(names))
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    outcome = run_batch(
+        sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}], executor_plugins=[object()]
+    )
+    assert (outcome.status, outcome.rows) == ("committed", 1)
+
+
+class MiscountingSink(DataFrameStagingSink):
+    """Reports one row more than it staged."""
+
+    @hookimpl
+    def write_dataframe(self, state, df):
+        staged = super().write_dataframe(state, df)
+        return eosink.Staged(staged.message, rows=len(df) + 1)
+
+
+class UnobservedSink(DataFrameStagingSink):
+    """Stages on its own, past the core's helper: the core never sees the rows."""
+
+    @hookimpl
+    def write_dataframe(self, state, df):
+        key = (state, "dataframe", 0)
+        STORES[self.options.name]["staged"][key] = list(df)
+        return eosink.Staged(key, rows=len(df))
+
+
+@pytest.mark.parametrize(
+    ("sink_class", "error"),
+    [(MiscountingSink, "reports 3 rows but Spark wrote 2"), (UnobservedSink, "staged nothing")],
+)
+def test_proof_rows_come_from_the_core_not_the_sink(sink_class, error):
+    sink = sink_class(name=next(names))
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    with pytest.raises(SinkError, match=error):
+        run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}, {"id": 2}])
+    assert STORES[sink.options.name]["proofs"] == {}

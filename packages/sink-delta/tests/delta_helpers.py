@@ -8,9 +8,12 @@ import os
 from typing import Any
 
 import pyarrow as pa
+from deltalake import write_deltalake
+from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta.sink import DeltaSink
+from eosink_delta.table import PROOF_KEY
 
-from eosink import BatchContext, BatchOutcome, run_batch
+from eosink import BatchContext, BatchOutcome, Proof, run_batch
 from eosink.testing.local import LocalRunner
 
 QUERY = "00000000-0000-4000-8000-00000000000a"
@@ -64,3 +67,17 @@ def txns(table: str) -> list[tuple[str, int]]:
 
 def log_version(table: str) -> int:
     return len(glob.glob(os.path.join(table, "_delta_log", "*.json"))) - 1
+
+
+def commit_elsewhere(path: str, batch_id: int, writer_id: str = "w") -> None:
+    """Another process's attempt of a batch (its rows, txn and proof), committed by delta-rs."""
+    proof = Proof(writer_id=writer_id, batch_id=batch_id, query_id=QUERY, rows=5)
+    write_deltalake(
+        path,
+        pa.Table.from_batches([rows(batch_id)]),
+        mode="append",
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(writer_id, batch_id)],
+            custom_metadata={PROOF_KEY: proof.to_json()},
+        ),
+    )

@@ -14,7 +14,8 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta import table as table_module
 from eosink_delta.sink import DeltaSink, read_table
-from delta_helpers import QUERY, log_actions, rows, run, txns
+from delta_helpers import QUERY, commit_elsewhere, log_actions, rows, run, txns
+from delta_history import age_log
 
 import eosink
 from eosink import AlreadyCommitted, BatchContext, Proof
@@ -206,35 +207,27 @@ def test_a_txn_with_last_updated_would_expire(tmp_path):
     assert DeltaTable(path).transaction_version("w") is None
 
 
-def test_concurrent_commit_by_the_same_writer_loses_cleanly(path, monkeypatch):
-    """Our attempt checks on a snapshot; another attempt commits the batch; delta-rs refuses ours.
+def test_concurrent_commit_by_the_same_writer_loses_cleanly(path):
+    """Our commit checks the txn; another attempt commits the batch; delta-rs refuses ours.
 
     delta-rs would accept a second txn of the same app id on a fresh snapshot: the check in
     commit prevents that, and the window between check and commit is closed by delta-rs'
     conflict detection, which the sink turns into AlreadyCommitted.
     """
-    from eosink_delta import sink as sink_module
-
-    from eosink.protocol import WriteTask, driver_plugins, finish, prepare
-    from eosink.testing.local import LocalRunner
+    from eosink.crash import set_crash_handler
 
     sink = DeltaSink(path=path)
     run(sink, 0)
-    ctx = BatchContext(sink="delta", writer_id="w", batch_id=1, query_id=QUERY)
-    pm = plugin_manager(sink, driver_plugins(()))
-    state = prepare(pm, ctx, rows(1).schema).state
-    results = LocalRunner([[rows(1)]])(WriteTask(sink, ctx, state))
-    stale = DeltaTable(path)  # the snapshot our commit checks: batch 1 not there yet
-    assert run(DeltaSink(path=path), 1).status == "committed"  # the other attempt wins
-    real_open = sink_module.open_table
-    calls = []
 
-    def open_stale(uri):
-        calls.append(uri)
-        return stale if len(calls) == 1 else real_open(uri)
+    def race(point: str) -> None:
+        if point == "commit:checked":
+            commit_elsewhere(path, 1)
 
-    monkeypatch.setattr(sink_module, "open_table", open_stale)
-    outcome = finish(pm, ctx, state, results)
+    set_crash_handler(race)
+    try:
+        outcome = run(sink, 1)
+    finally:
+        set_crash_handler(None)
     assert outcome.status == "skipped"
     assert "concurrent commit" in outcome.reason
     assert txns(path) == [("w", 0), ("w", 1)]
@@ -278,3 +271,22 @@ def test_already_committed_raised_by_commit_itself(path):
     state = sink.init(ctx=ctx, schema=rows(2).schema)
     with pytest.raises(AlreadyCommitted):
         sink.commit(ctx=ctx, state=state, messages=[], proof=Proof("w", 2))
+
+
+def test_replay_is_skipped_after_log_retention_removed_its_commits(path):
+    """The txn survives in the checkpoint; the commits that carried it (and the proof) are gone."""
+    sink = DeltaSink(path=path)
+    for batch in range(3):
+        run(sink, batch)
+    run(sink, 0, writer_id="other")
+    DeltaTable(path).create_checkpoint()
+    age_log(path, 31)  # older than delta.logRetentionDuration's default of 30 days
+    DeltaTable(path).cleanup_metadata()
+    assert txns(path) == [("other", 0)]  # no commit JSON with a txn of "w" is left
+    assert DeltaTable(path).transaction_version("w") == 2
+    with structlog.testing.capture_logs() as events:
+        assert run(sink, 2).status == "skipped"
+        assert run(sink, 1).status == "skipped"
+    assert "delta.proof_without_details" in [e["event"] for e in events]
+    assert run(sink, 3).status == "committed"
+    assert len(ids(path)) == 25

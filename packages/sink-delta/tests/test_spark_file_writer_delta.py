@@ -145,3 +145,21 @@ def test_stale_staging_of_a_killed_driver_is_removed(tmp_path):
     assert old.exists()
     remove_stale_staging(table, dry_run=False)
     assert sorted(os.listdir(staging)) == ["a2"]
+
+
+def test_checkpoints_at_the_tables_interval(spark, tmp_path):
+    """Spark's file writer commits through the same delta-rs commit: checkpoints included."""
+    path = str(tmp_path / "table")
+    sink = eosink.sink("delta", path=path, file_writer="spark")
+    eosink.write_batch(batch(spark, 0, 10), sink, writer_id="job", version=1)  # versions 0, 1
+    DeltaTable(path).alter.set_table_properties({"delta.checkpointInterval": "2"})  # 2
+    for version in (2, 3):  # table versions 3 (due: (3 + 1) % 2 == 0) and 4
+        eosink.write_batch(
+            batch(spark, version * 10, version * 10 + 10), sink, writer_id="job", version=version
+        )
+    assert spark_wrote(path) == {True}
+    checkpoints = sorted(
+        n for n in os.listdir(os.path.join(path, "_delta_log")) if "checkpoint." in n
+    )
+    assert checkpoints == [f"{3:020d}.checkpoint.parquet"]
+    assert DeltaTable(path).transaction_version("job") == 3

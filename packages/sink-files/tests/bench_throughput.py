@@ -11,12 +11,13 @@ file per micro-batch) is written, in one Spark session, by:
   eosink-files installed); rows reach Python as Arrow, the arrow engine writes them;
 * ``eosink foreachBatch, spark engine``: ``foreachBatch(eosink.foreach_batch(...))`` with the
   default engine, which lets Spark's own writer stage the files;
-* ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``.
+* ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``;
+* ``..., S3``: the data source and the arrow engine again, writing into a bucket of the
+  loopback S3 server (``eosink.testing.s3``, moto in a child process, one mutating request at
+  a time), with the ratio to the same sink on local disk (``--no-s3`` leaves them out).
 
-Then, without Spark: the per-batch exactly-once overhead (``is_committed`` + ``commit`` of a
-batch of 2 files, median) and the commit time at batch 10 vs batch 10,000 of a long synthetic
-history (log files made obsolete by compactions are expired as they would be after the
-cleanup delay).
+The per-batch exactly-once cost of the driver as the history grows is measured by
+``bench_log_cost.py``.
 """
 
 from __future__ import annotations
@@ -24,15 +25,18 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+
+from contextlib import nullcontext
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 WARMUP_ROWS = 200_000
+S3_SUFFIX = ", S3"
 
 
 def make_input(folder: str, batches: int, rows: int) -> None:
@@ -71,7 +75,7 @@ def timed(start) -> float:
     return time.perf_counter() - began
 
 
-def run_spark(args, work: str) -> list[tuple[str, float | None]]:
+def run_spark(args, work: str, s3: Any = None) -> list[tuple[str, float | None]]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -131,6 +135,31 @@ def run_spark(args, work: str) -> list[tuple[str, float | None]]:
                     FilesSink(path=out(f"fb-{engine}"), engine=engine), writer_id="bench"
                 )
             ).start()
+        if s3 is None:
+            return
+        bucket = s3.create_bucket()
+        storage = s3.fsspec_options()
+        spark_storage = {
+            "storage.key": s3.access_key,
+            "storage.secret": s3.secret_key,
+            "storage.client_kwargs.endpoint_url": s3.url,
+            "storage.client_kwargs.region_name": s3.region,
+        }
+        if has_entry_point:
+            yield "eosink data source" + S3_SUFFIX, lambda: (
+                base("ds-s3")
+                .format("eosink-files")
+                .option("writerId", "bench")
+                .option("path", f"s3://{bucket}/{tag}-ds")
+                .options(**spark_storage)
+                .start()
+            )
+        yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
+            eosink.foreach_batch(
+                FilesSink(path=f"s3://{bucket}/{tag}-fb", storage_options=storage),
+                writer_id="bench",
+            )
+        ).start()
 
     warm = os.path.join(work, "warm-in")
     make_input(warm, 2, WARMUP_ROWS)
@@ -147,59 +176,6 @@ def run_spark(args, work: str) -> list[tuple[str, float | None]]:
                 results[name].append(timed(start))
     spark.stop()
     return [(name, min(times) if times else None) for name, times in results.items()]
-
-
-# -- the exactly-once overhead, without Spark -------------------------------------------------
-def overhead(work: str, history: int) -> dict[str, float]:
-    import logging
-
-    import structlog
-
-    from eosink import BatchContext
-    from eosink.model import Proof
-    from eosink_files.sink import FilesMessage, FilesSink
-    from eosink_files.writers import WrittenFile
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    out = os.path.join(work, "history")
-    sink = FilesSink(path=out, log_cleanup_delay_s=0)
-    messages = [
-        FilesMessage(
-            files=(
-                WrittenFile(
-                    f"part-{p:05d}-{'0' * 32}-0-c000.snappy.parquet", 40_000_000, 0, 1_000_000
-                ),
-            ),
-            rows=1_000_000,
-        )
-        for p in range(2)
-    ]
-    times: dict[int, float] = {}
-    compact_times: dict[int, float] = {}
-    for batch in range(history + 21):
-        ctx = BatchContext("files", "bench", batch, query_id="q")
-        began = time.perf_counter()
-        assert sink.is_committed(ctx) is None
-        state = sink.init(ctx, pa.schema([("id", pa.int64())]))
-        sink.commit(ctx, state, messages, Proof("bench", batch, "q", rows=2_000_000))
-        elapsed = (time.perf_counter() - began) * 1000
-        times[batch] = elapsed
-        if (batch + 1) % 10 == 0:
-            compact_times[batch] = elapsed
-
-    def window(start: int) -> list[float]:
-        return [times[b] for b in range(start, start + 20)]
-
-    early, late = statistics.median(window(10)), statistics.median(window(history))
-    return {
-        "median_overhead_ms": statistics.median(times.values()),
-        "early_ms": early,
-        "late_ms": late,
-        "ratio": late / early,
-        "compact_early_ms": compact_times[19],
-        "compact_late_ms": compact_times[max(b for b in compact_times if b < history + 20)],
-        "log_files": len(os.listdir(os.path.join(out, "_spark_metadata"))),
-    }
 
 
 def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
@@ -227,51 +203,40 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000,
         help="spark.sql.execution.arrow.maxRecordsPerBatch",
     )
-    parser.add_argument(
-        "--history", type=int, default=10_000, help="batches of the synthetic log history"
-    )
-    parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--no-s3", action="store_true", help="leave out the S3 rows")
     args = parser.parse_args(argv)
     work = tempfile.mkdtemp(prefix="eosink-files-bench-")
     try:
         total = args.batches * args.rows
-        if not args.skip_spark:
-            results = run_spark(args, work)
-            by = dict(results)
-            rows = []
-            for name, secs in results:
-                if secs is None:
-                    rows.append((name, "n/a", "n/a", "n/a", "n/a"))
-                    continue
-                rate = total / secs
-                rows.append(
-                    (
-                        name,
-                        f"{secs:.1f}",
-                        f"{rate / 1e6:.2f}M",
-                        f"{by['spark parquet'] / secs:.2f}x" if by.get("spark parquet") else "",
-                        f"{by['noop'] / secs:.2f}x" if by.get("noop") else "",
-                    )
+        from eosink.testing.s3 import s3_server
+
+        with nullcontext() if args.no_s3 else s3_server() as s3:
+            results = run_spark(args, work, s3)
+        by = dict(results)
+        rows = []
+        for name, secs in results:
+            if secs is None:
+                rows.append((name, "n/a", "n/a", "n/a", "n/a", ""))
+                continue
+            rate = total / secs
+            local = by.get(name.removesuffix(S3_SUFFIX)) if name.endswith(S3_SUFFIX) else None
+            rows.append(
+                (
+                    name,
+                    f"{secs:.1f}",
+                    f"{rate / 1e6:.2f}M",
+                    f"{by['spark parquet'] / secs:.2f}x" if by.get("spark parquet") else "",
+                    f"{by['noop'] / secs:.2f}x" if by.get("noop") else "",
+                    f"{local / secs:.2f}x" if local else "",
                 )
-            print(
-                f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, "
-                f"local[{args.cores}], "
-                f"arrow batch {args.arrow_batch:,}, best of {args.repeat}"
             )
-            print_table(rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop"))
-        o = overhead(work, args.history)
-        print("\nexactly-once overhead per batch (is_committed + init + commit, 2 files), no Spark")
+        print(
+            f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, "
+            f"local[{args.cores}], "
+            f"arrow batch {args.arrow_batch:,}, best of {args.repeat}"
+        )
         print_table(
-            [
-                ("median over the whole history", f"{o['median_overhead_ms']:.2f}"),
-                ("median, batches 10-29", f"{o['early_ms']:.2f}"),
-                (f"median, batches {args.history}-{args.history + 19}", f"{o['late_ms']:.2f}"),
-                ("ratio late / early", f"{o['ratio']:.2f}x"),
-                ("compaction commit at batch 19", f"{o['compact_early_ms']:.2f}"),
-                (f"compaction commit near batch {args.history}", f"{o['compact_late_ms']:.2f}"),
-                ("log files left in _spark_metadata", str(o["log_files"])),
-            ],
-            ("measure", "ms"),
+            rows, ("sink", "seconds", "rows/s", "vs spark parquet", "vs noop", "vs local disk")
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

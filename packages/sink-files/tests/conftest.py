@@ -6,6 +6,9 @@ import uuid
 
 import pytest
 
+# The loopback S3 server's fixtures (s3_endpoint, s3_bucket).
+from eosink.testing.s3 import s3_bucket, s3_endpoint  # noqa: F401
+
 
 @pytest.fixture
 def memory_url():

@@ -17,6 +17,7 @@ import pytest
 
 import eosink
 from eosink_files import cleanup, committed_files, read_table
+from eosink_files.cleanup import FOREIGN
 
 ROWS_PER_FILE = 1000
 FILES = 3
@@ -93,7 +94,7 @@ def check_output(spark, out, expected_ids):
     assert sorted(read_table(str(out)).column("id").to_pylist()) == sorted(expected_ids)
     assert all(not f.relpath.endswith("stray.parquet") for f in committed_files(str(out)))
     report = cleanup(str(out), older_than_s=0, dry_run=True)
-    assert "stray.parquet" in report.foreign
+    assert "stray.parquet" in report.paths(FOREIGN)
 
 
 def written_by_spark(out) -> set[bool]:
@@ -150,3 +151,45 @@ def test_batch_job_versions_through_the_data_source(spark, tmp_path):
         )
     ids = sorted(r.id for r in spark.read.parquet(out).collect())
     assert ids == sorted(i for i in range(100) if i % 10 in (7, 8))
+
+
+@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
+def test_killed_mid_batch_then_restarted_on_s3(spark, tmp_path, s3_bucket, door):
+    """The same on S3 (the loopback server), storage options given as a dict and as Spark's
+    ``storage.<key>`` options; read back through the manifest over s3fs."""
+    endpoint = s3_bucket.endpoint
+    source, ckpt, out = tmp_path / "in", tmp_path / "ckpt", s3_bucket.uri("out")
+    expected = write_source(source)
+    marker = tmp_path / "crash-once"
+    marker.write_text("1")
+    storage = endpoint.fsspec_options()
+    writer = eosink.foreach_batch(
+        eosink.sink("files", path=out, storage_options=storage), writer_id="e2e"
+    )
+    spark_options = {
+        "storage.key": endpoint.access_key,
+        "storage.secret": endpoint.secret_key,
+        "storage.client_kwargs.endpoint_url": endpoint.url,
+        "storage.client_kwargs.region_name": endpoint.region,
+    }
+
+    def start():
+        stream = crashing_stream(spark, source, str(marker)).writeStream
+        stream = stream.option("checkpointLocation", str(ckpt)).trigger(availableNow=True)
+        if door == "foreach_batch":
+            return stream.foreachBatch(writer).start()
+        eosink.register_data_sources(spark)
+        stream = stream.format("eosink-files").option("writerId", "e2e").option("path", out)
+        return stream.options(**spark_options).start()
+
+    failures = run_until_done(start)
+    assert failures == 1 and not marker.exists()
+    ids = read_table(out, storage_options=storage).column("id").to_pylist()
+    held = Counter(ids)
+    assert (sum(n - 1 for n in held.values()), len(set(expected) - set(held))) == (0, 0)
+    assert len(ids) == len(expected)
+    listed = committed_files(out, storage_options=storage)
+    assert all(f.uri.startswith(f"s3a://{s3_bucket.name}/out/part-") for f in listed)
+    # Nothing but part files and the sink's own folders in the bucket (no probe left).
+    report = cleanup(out, older_than_s=0, dry_run=True, storage_options=storage)
+    assert not report.paths(FOREIGN)

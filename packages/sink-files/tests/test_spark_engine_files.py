@@ -98,11 +98,9 @@ def test_auto_falls_back_to_arrow_where_spark_cannot_write(spark, tmp_path):
     assert sorted(r.id for r in spark.read.parquet(sized).collect()) == list(range(10))
 
 
-@pytest.mark.parametrize("case", ["memory", "sizes"])
-def test_engine_spark_refuses_what_it_cannot_write(spark, tmp_path, memory_url, case):
-    path = memory_url if case == "memory" else str(tmp_path / "out")
-    extra = {"target_file_size": 1 << 20} if case == "sizes" else {}
-    sink = eosink.sink("files", path=path, engine="spark", **extra)
+def test_engine_spark_refuses_what_it_cannot_write(spark, tmp_path):
+    path = str(tmp_path / "out")
+    sink = eosink.sink("files", path=path, engine="spark", target_file_size=1 << 20)
     with pytest.raises(ConfigurationError, match="engine='arrow'"):
         eosink.write_batch(batch(spark, 0, 10), sink, writer_id="w", version=1)
     assert committed_files(path) == []

@@ -63,7 +63,7 @@ class AttemptInKey(YtDynamicSink):
 
     def _write_chunk(self, client, ctx, state: WriteState, partition_id, n, chunk):
         chunk = chunk.append_column("attempt", pa.array([state.attempt] * chunk.num_rows))
-        super()._write_chunk(client, ctx, state, partition_id, n, chunk)
+        return super()._write_chunk(client, ctx, state, partition_id, n, chunk)
 
 
 @pytest.mark.parametrize(

@@ -164,3 +164,36 @@ def test_data_source_two_queues_killed_mid_batch_and_restarted(spark, yt_emulato
     expected = sorted(r["id"] for q in batches for b in batches[q] for r in b)
     assert sorted(r["id"] for r in held) == expected  # none overwritten by the other queue
     assert {r["queue_id"] for r in held} == {"//q/a", "//q/b"}
+
+
+def test_foreach_batch_fan_out_with_a_shared_progress_path(spark, yt_emulator, yt, tmp_path):
+    """foreach_batch(sink_a, sink_b, writer_id=...) with one progress table for both outputs:
+    every batch lands in both, and a restart skips it in both."""
+    make_queue(yt, "//q/a", rows_per_tablet=10, id_base=0)
+    source = tmp_path / "in"
+    batches = queue_files(yt, "//q/a", source, files=2)
+    outputs = [f"{OUT}_a", f"{OUT}_b"]
+    sinks = []
+    for path in outputs:
+        create_output_table(yt, path, rows_schema())
+        sinks.append(
+            eosink.sink(
+                "yt-dynamic",
+                proxy=yt_emulator.url,
+                path=path,
+                progress_path="//home/eosink/progress",
+                proxy_discovery=False,
+                client_config=yt_emulator.client_config(),
+            )
+        )
+    writer = eosink.foreach_batch(*sinks, writer_id="orders")
+    df = spark.readStream.schema(SOURCE_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    query = df.writeStream.foreachBatch(writer).option("checkpointLocation", str(tmp_path / "ckpt"))
+    for n, rows in enumerate(batches):
+        drop(source, n, rows)
+    run_available(query)
+
+    expected = sorted(r["id"] for b in batches for r in b)
+    for path in outputs:
+        assert sorted(r["id"] for r in table_rows(yt, path)) == expected
+    assert writer.committed == 2 * len(batches) and writer.skipped == 0

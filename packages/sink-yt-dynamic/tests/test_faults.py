@@ -121,10 +121,14 @@ def test_replay_after_a_failed_commit_rewrites_the_same_rows(yt_emulator, yt, ou
     partitions = [part(0, 0), part(0, 1)]
     sink = make_sink_for(yt_emulator)
     ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=0, query_id="q")
+
+    def reads_progress(params: dict) -> bool:
+        return "_eosink_progress" in str(params.get("query"))
+
     arm = ArmAt(
         yt_emulator.faults,
         "commit",
-        ("fail_next", {"command": "lookup_rows", "times": 10, "code": 1}),
+        ("fail_next", {"command": "select_rows", "times": 10, "code": 1, "match": reads_progress}),
     )
     with pytest.raises(Exception):
         run_batch(sink, ctx, partitions[0][0].schema, LocalRunner(partitions), plugins=[arm])
@@ -171,7 +175,8 @@ def test_real_tablet_transaction_conflict_loses_nothing(phase, yt_emulator, yt, 
                 competing = [{**row, "name": "rival", "amount": -1.0} for row in rows]
                 table = OUT
             else:
-                competing = list(rival.lookup_rows(progress, [{"writer_id": "w"}]))
+                key = {"output": OUT, "output_id": str(yt.get(f"{OUT}/@id")), "writer_id": "w"}
+                competing = list(rival.lookup_rows(progress, [key]))
                 assert competing and competing[0]["batch_id"] == 0
                 table = progress
 

@@ -9,12 +9,13 @@ import pytest
 import yt.yson as yson
 from eosink import ConfigurationError
 from eosink_yt_dynamic.keys import (
+    BUCKET_ROWS,
     KeyPlan,
+    bucketed,
     check_unique_in_chunk,
-    decode_runs,
-    encode_runs,
-    find_overlap,
+    first_common,
     key_runs,
+    union_runs,
 )
 from eosink_yt_dynamic.tables import inspect_output, output_columns
 
@@ -29,9 +30,6 @@ def chunk(queue, tablet, indexes):
 def test_runs_compress_contiguous_row_indexes():
     runs = key_runs(chunk("a", 0, [5, 3, 4, 9, 10, 20]), PLAN)
     assert [(v, f.tolist()) for v, f in runs] == [(["a", 0], [3, 6, 9, 11, 20, 21])]
-    assert [(v, f.tolist()) for v, f in decode_runs(encode_runs(runs))] == [
-        (["a", 0], [3, 6, 9, 11, 20, 21])
-    ]
 
 
 @pytest.mark.parametrize(
@@ -43,19 +41,41 @@ def test_runs_compress_contiguous_row_indexes():
         ([5, 6], 5),
         ([7, 8, 100, 200], None),
         ([2, 30], 3),
+        ([7, 8, 10, 12], 10),
     ],
 )
-def test_overlap_is_exact(theirs, hit):
-    mine = key_runs(chunk("a", 0, [3, 4, 5, 9, 10]), PLAN)  # [3,6) [9,11)
-    other = [(["a", 0], np.array(theirs))]
-    found = find_overlap(mine, [other])
-    assert (found[1] if found else None) == hit
+def test_common_row_is_exact(theirs, hit):
+    mine = key_runs(chunk("a", 0, [3, 4, 5, 9, 10]), PLAN)[0][1]  # [3,6) [9,11)
+    assert first_common(mine, np.array(theirs)) == hit
 
 
-def test_other_groups_never_overlap():
-    mine = key_runs(chunk("a", 0, [1, 2, 3]), PLAN)
-    assert find_overlap(mine, [key_runs(chunk("b", 0, [1, 2, 3]), PLAN)]) is None
-    assert find_overlap(mine, [key_runs(chunk("a", 1, [1, 2, 3]), PLAN)]) is None
+def test_buckets_split_runs_and_keep_groups_apart():
+    b = BUCKET_ROWS
+    rows = [b - 2, b - 1, b, b + 1, 3 * b + 5]
+    pieces = bucketed(key_runs(chunk("a", 0, rows), PLAN) + key_runs(chunk("b", 0, [1]), PLAN))
+    assert {k: f.tolist() for k, (_, f) in pieces.items()} == {
+        ("a", 0, 0): [b - 2, b],
+        ("a", 0, 1): [b, b + 2],
+        ("a", 0, 3): [3 * b + 5, 3 * b + 6],
+        ("b", 0, 0): [1, 2],
+    }
+    long_run = bucketed([(["a", 0], np.array([5, 2 * b + 1]))])
+    assert {k[-1]: f.tolist() for k, (_, f) in long_run.items()} == {
+        0: [5, b],
+        1: [b, 2 * b],
+        2: [2 * b, 2 * b + 1],
+    }
+
+
+def test_union_joins_touching_runs():
+    assert union_runs(np.array([0, 3, 10, 12]), np.array([3, 5, 11, 20, 30, 31])).tolist() == [
+        0,
+        5,
+        10,
+        20,
+        30,
+        31,
+    ]
 
 
 def test_unique_check_in_chunk():

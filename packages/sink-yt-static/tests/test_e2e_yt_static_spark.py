@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
+import time
 
 import pytest
-from yt_static_helpers import leftovers, open_transactions, read_rows
+from yt_static_helpers import keepers, leftovers, open_transactions, read_rows
 from pyspark.errors import StreamingQueryException
 
 import eosink
@@ -59,8 +61,11 @@ def sink_options(url):
 
 
 def break_commits(emulator):
-    """Every move fails with a non-retriable error: the commit fails after the writes."""
-    emulator.faults.fail_next("move", kind="error", times=None, message="injected: disk on fire")
+    """Every sort and merge fails with a non-retriable error: the commit fails after the
+    writes (the keyed table sorts every batch)."""
+    emulator.faults.fail_next(
+        "start_operation", kind="error", times=None, message="injected: disk on fire"
+    )
 
 
 def forget_last_batch(checkpoint):
@@ -162,3 +167,95 @@ def test_batch_jobs_through_both_front_doors(spark, tmp_path, yt, yt_emulator):
     ids = [r["id"] for r in read_rows(yt, TABLE)]
     assert ids == sorted([1, 3, 5, 9] * 2)
     assert leftovers(yt) == [] and open_transactions(yt) == []
+
+
+def sleep_first(seconds, partition=None, started=None):
+    """A mapInArrow step that sleeps before its first batch (in one partition, or in all),
+    touching the file ``started`` first."""
+
+    def run(batches):
+        from pyspark import TaskContext
+
+        if started:
+            open(started, "a").close()
+        if partition is None or TaskContext.get().partitionId() == partition:
+            time.sleep(seconds)
+        yield from batches
+
+    return run
+
+
+def end_planning_workers():
+    """Do to the data-source planning workers of this test's driver what Spark does to a
+    Python worker parked for reuse once it has been idle for a minute (or at once without
+    worker reuse): kill it. Returns how many were killed."""
+    parents = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+
+    def ours(pid):
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    killed = 0
+    for pid, ppid in parents.items():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read()
+        except OSError:
+            continue
+        # A forked worker: its parent is the daemon, with the same command line.
+        if b"pyspark.sql.worker.write_into_data_source" in args and ppid in parents and ours(pid):
+            with open(f"/proc/{ppid}/cmdline", "rb") as f:
+                if f.read() == args:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+    return killed
+
+
+def test_data_source_batch_outlives_the_transaction_timeouts(spark, tmp_path, yt, yt_emulator):
+    """Through the data-source door, init runs in a planning worker that Spark ends after
+    planning, and commit in another one; between them a straggler task takes several
+    transaction timeouts (1 s here), after an upstream stage as long (which, with adaptive
+    execution, runs before the write is planned), and still the batch commits exactly once,
+    leaving no process behind."""
+    folder, checkpoint = str(tmp_path / "in"), str(tmp_path / "ckpt")
+    started = str(tmp_path / "write-stage-started")
+    expected = write_file(folder, 0)
+    schema = "id long, name string"
+    query = (
+        spark.readStream.schema(schema)
+        .json(folder)
+        .mapInArrow(sleep_first(4), schema)  # an upstream stage of four timeouts
+        .repartition(2)
+        .mapInArrow(sleep_first(5, partition=1, started=started), schema)  # a straggler
+        .writeStream.format("eosink-yt-static")
+        .option("writerId", "e2e-long")
+        .option("proxy", yt_emulator.url)
+        .option("path", TABLE)
+        .option("proxyDiscovery", "false")
+        .option("keyColumns", "id")
+        .option("mainTxTimeoutS", "1")
+        .option("partTxTimeoutS", "1")
+        .option("subTxTimeoutS", "1")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    deadline = time.monotonic() + 120
+    while not os.path.exists(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert end_planning_workers() >= 1, "no planning worker found"
+    query.awaitTermination()
+    check(yt, expected)
+    deadline = time.monotonic() + 10
+    while keepers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert keepers() == [], "a batch keeper outlived its batch"

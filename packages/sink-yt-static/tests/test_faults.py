@@ -280,7 +280,7 @@ KILLER = textwrap.dedent(
     [
         "before-commit",
         "commit:sorted",
-        "commit:moved",
+        "commit:published",
         "commit:proof-set",
         "commit:main-tx-committed",
     ],

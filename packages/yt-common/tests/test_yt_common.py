@@ -3,12 +3,21 @@
 import datetime
 import pickle
 
+import attrs
 import pyarrow as pa
 import pytest
-from eosink_yt_common import YtConnection, key_columns, retry_unit, yt_rows, yt_schema
+from eosink_yt_common import (
+    YtClientOptions,
+    YtConnection,
+    key_columns,
+    retry_unit,
+    yt_rows,
+    yt_schema,
+)
 from yt.wrapper.errors import YtTabletTransactionLockConflict
 
 from eosink import ConfigurationError
+from eosink.options import options_from
 
 
 def test_schema_puts_keys_first_and_maps_spark_types():
@@ -71,3 +80,32 @@ def test_retry_unit_retries_retriable_errors_only():
     assert retry_unit(flaky, what="test", pause_s=0) == "done" and len(calls) == 3
     with pytest.raises(ValueError):
         retry_unit(lambda: (_ for _ in ()).throw(ValueError("bad")), what="test", pause_s=0)
+
+
+@attrs.frozen(kw_only=True)
+class SinkOptions(YtClientOptions):
+    path: str
+
+
+def test_client_options_are_shared_by_subclasses_and_parsed_from_spark_strings():
+    options = options_from(
+        SinkOptions,
+        {
+            "proxy": "p",
+            "path": "//t",
+            "proxyDiscovery": "false",
+            "clientConfig": '{"a": 1}',
+            "token": "secret-token",
+        },
+    )
+    connection = options.connection(ping_failed_mode="pass")
+    assert connection.config == {"ping_failed_mode": "pass", "a": 1}
+    assert (connection.proxy, connection.proxy_discovery, connection.token) == (
+        "p",
+        False,
+        "secret-token",
+    )
+    assert "secret-token" not in repr(options) and "secret-token" not in repr(connection)
+    assert pickle.loads(pickle.dumps(options)) == options
+    with pytest.raises(ConfigurationError, match="JSON object"):
+        SinkOptions(proxy="p", path="//t", client_config="{nope")

@@ -185,3 +185,53 @@ def test_files(yt_client):
     yt = yt_client
     yt.write_file("//tmp/f", b"hello world")
     assert yt.read_file("//tmp/f").read() == b"hello world"
+
+
+# -- appends that cost O(appended rows) ------------------------------------------------------
+KEYED = [{"name": "k", "type": "int64", "sort_order": "ascending"}, {"name": "v", "type": "string"}]
+
+
+def test_generated_rows_are_read_by_index_without_being_stored(yt_emulator, yt_client):
+    yt = yt_client
+    yt.create("table", "//tmp/big", attributes={"schema": KEYED})
+    yt_emulator.add_generated_rows("//tmp/big", 10_000_000, lambda i: {"k": i, "v": str(i)})
+    assert yt.row_count("//tmp/big") == 10_000_000
+    assert list(yt.read_table("//tmp/big[#9999999:]")) == [{"k": 9999999, "v": "9999999"}]
+    assert [r["k"] for r in yt.read_table("//tmp/big[(5000000):(5000002)]")] == [5000000, 5000001]
+    # a sorted append compares with the last row only
+    yt.write_table(yw.TablePath("//tmp/big", append=True), [{"k": 10_000_000, "v": "x"}])
+    with pytest.raises(YtResponseError) as e:
+        yt.write_table(yw.TablePath("//tmp/big", append=True), [{"k": 5, "v": "x"}])
+    assert e.value.contains_code(301)
+    assert yt.row_count("//tmp/big") == 10_000_001
+
+
+def test_merge_and_concatenate_append_to_a_table_and_keep_its_node(yt_client):
+    yt = yt_client
+    yt.create("table", "//tmp/t", attributes={"schema": SCHEMA})
+    yt.write_table("//tmp/t", [{"k": 1}])
+    yt.set("//tmp/t/@note", "kept")
+    node_id = yt.get("//tmp/t/@id")
+    yt.create("table", "//tmp/s", attributes={"schema": SCHEMA})
+    yt.write_table("//tmp/s", [{"k": 2}, {"k": 3}])
+    with yt.Transaction():
+        yt.concatenate(["//tmp/s"], yw.TablePath("//tmp/t", append=True))
+        yt.run_merge("//tmp/s", yw.TablePath("//tmp/t", append=True), mode="ordered")
+    assert [r["k"] for r in yt.read_table("//tmp/t")] == [1, 2, 3, 2, 3]
+    assert yt.get("//tmp/t/@id") == node_id and yt.get("//tmp/t/@note") == "kept"
+
+
+def test_sorted_merge_appends_after_the_last_key_only(yt_client):
+    yt = yt_client
+    for path, keys in (("//tmp/t", [1, 5]), ("//tmp/after", [5, 7]), ("//tmp/before", [3])):
+        yt.create("table", path, attributes={"schema": KEYED})
+        yt.write_table(path, [{"k": k} for k in keys])
+    yt.run_merge("//tmp/after", yw.TablePath("//tmp/t", append=True), mode="sorted")
+    assert [r["k"] for r in yt.read_table("//tmp/t")] == [1, 5, 5, 7]
+    with pytest.raises(yw.YtOperationFailedError):
+        yt.run_merge("//tmp/before", yw.TablePath("//tmp/t", append=True), mode="sorted")
+    # the way out for overlapping keys: a sorted merge into the table itself (same node)
+    node_id = yt.get("//tmp/t/@id")
+    yt.run_merge(["//tmp/t", "//tmp/before"], "//tmp/t", mode="sorted")
+    assert [r["k"] for r in yt.read_table("//tmp/t")] == [1, 3, 5, 5, 7]
+    assert yt.get("//tmp/t/@id") == node_id and yt.get("//tmp/t/@sorted_by") == ["k"]

@@ -282,7 +282,8 @@ def print_cleanup(report: CleanupReport) -> None:
     print(f"{verb} {len(report.removable)} leftover(s){total}")
     if report.kept:
         print(
-            f"kept {len(report.kept)} younger leftover(s) (a live writer may still publish them):"
+            f"kept {len(report.kept)} (younger, so a live writer may still publish them, or "
+            "not the sink's to remove):"
         )
         for x in report.kept:
             print(f"  {x.kind}  {x.path}  {_age(x.age_s)}")

@@ -32,6 +32,10 @@ class CheckpointMismatchError(EosinkError):
     """A new checkpoint restarts batch ids below what this writer already committed."""
 
 
+class BatchIdMismatchError(EosinkError):
+    """Spark runs or commits another batch than the one eosink planned; nothing is committed."""
+
+
 class ReplayMismatchError(EosinkError):
     """A replayed batch carries other data than the committed one (fingerprint differs)."""
 

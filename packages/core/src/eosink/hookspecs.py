@@ -89,9 +89,12 @@ def write(
     """Write one partition of the batch; return a small picklable commit message.
 
     Runs on an executor, once per task attempt (Spark may run a task more than once: retries,
-    speculation). ``batches`` yields Arrow record batches of the schema given to ``init``;
-    consume it fully. ``attempt`` tells attempts of the same partition apart, so two attempts
-    never write the same staged object.
+    speculation, a resubmitted stage while the old stage's tasks still run). ``batches`` yields
+    Arrow record batches of the schema given to ``init``; consume it fully. ``attempt`` is the
+    task attempt's id (Spark's ``taskAttemptId``), unique among all attempts of the application:
+    name every staged object after it (with ``partition_id`` and the init state), so that no
+    attempt ever overwrites, truncates or deletes what another attempt staged. It is not a retry
+    counter: Spark's ``attemptNumber`` restarts at 0 when a stage is resubmitted.
 
     Returns a message describing what was staged (file names and sizes, a staging key, row
     counts): the driver's memory holds one per partition, so it must not hold the rows.
@@ -108,15 +111,20 @@ def write_dataframe(ctx: BatchContext, state: Any, df: Any) -> Staged | None:
     Runs on the driver, once per attempt, after ``init``, in the front doors that hold the
     batch as a DataFrame (``foreach_batch`` and ``write_batch``; the data-source front door
     only sees Arrow batches, so there ``write`` runs). The core calls it only when no replay
-    fingerprint is asked for and no executor plugins wrap ``write`` (both need every row in
-    Python). Why it exists: handing rows from the JVM to Python as Arrow costs more than a
-    Spark writer spends on the whole write, so a sink whose store Spark can write (a file
-    format, a table format with a Spark writer) is faster letting Spark stage the data.
+    fingerprint is asked for (that needs every row in Python). Why it exists: handing rows from
+    the JVM to Python as Arrow costs more than a Spark writer spends on the whole write, so a
+    sink whose store Spark can write (a file format, a table format with a Spark writer) is
+    faster letting Spark stage the data.
+
+    How: stage through :func:`eosink.spark.stage_dataframe` (Spark writes the batch into a
+    staging folder of the attempt; the core counts the rows, and that count becomes the
+    proof's; executor plugins such as fault injection wrap its tasks), move the part files it
+    returns where ``commit`` expects them, and describe them in the message.
 
     Returns ``None`` to let the core run ``write`` on every partition (the default when no
     sink implements it), or a :class:`~eosink.model.Staged` holding one small picklable
-    commit message for the whole batch and the batch's row count; ``commit`` then receives
-    ``[staged.message]``.
+    commit message for the whole batch; ``commit`` then receives ``[staged.message]``. A
+    ``Staged`` without a staging the core observed is an error.
 
     Guarantees: the same as ``write``'s. Nothing staged is visible to readers before
     ``commit``, and a failure leaves only objects that ``abort`` or the sink's cleanup remove.
@@ -150,6 +158,22 @@ def abort(ctx: BatchContext, state: Any, messages: list[Any]) -> None:
     it after a failing commit), and after :class:`~eosink.errors.AlreadyCommitted`.
     ``messages`` may contain ``None`` for tasks that failed; ``state`` may be ``None`` when
     ``init`` failed.
+
+    The rule: a ``commit`` that raised may have landed (its reply was lost, or it failed after
+    the atomic step), and ``abort`` may run in another process than ``commit`` (Spark's
+    data-source ``abort`` runs in a fresh worker with only the messages), more than once, and
+    late. So ``abort`` never trusts memory: it asks the target whether *this attempt's* commit
+    landed, and removes nothing if it did.
+
+    The pattern: ``init`` draws an attempt tag (a random id) and returns it in the state;
+    ``write`` names staged objects after the tag, ``partition_id`` and ``attempt``; ``commit``
+    records the tag with the proof, in the same atomic step. ``abort`` looks for its tag among
+    the proofs of this writer (``batch_id`` and later): found means "my commit landed", keep
+    everything; not found means no proof references its staged objects, so it may delete them.
+    The files and delta sinks do this (a store whose commit *moves* the staged data inside its
+    transaction has nothing staged left after a landed commit: ``examples/sink-sqlite``). The
+    conformance kit's
+    ``test_abort_after_landed_commit_keeps_published_data`` fails a sink that does not.
 
     Guarantees: errors raised here are logged and swallowed, never hiding the original failure.
     Must never delete or change anything a commit published: an attempt's staged objects that

@@ -99,7 +99,11 @@ class Proof:
 
 @attrs.frozen
 class PartitionResult:
-    """What one executor task returns to the driver: the sink's message plus the core's counts."""
+    """What one executor task returns to the driver: the sink's message plus the core's counts.
+
+    ``attempt`` is the task attempt's id, unique among all attempts of the application (Spark's
+    ``taskAttemptId``), not Spark's ``attemptNumber``, which restarts at 0 in a resubmitted stage.
+    """
 
     partition_id: int
     attempt: int
@@ -111,14 +115,15 @@ class PartitionResult:
 
 @attrs.frozen
 class Staged:
-    """What ``write_dataframe`` staged for the whole batch: one commit message and the row count.
+    """What ``write_dataframe`` staged for the whole batch: one commit message.
 
-    The core hands ``message`` to ``commit`` as the batch's only message, and ``rows`` becomes
-    the proof's row count.
+    The core hands ``message`` to ``commit`` as the batch's only message. The proof's row count
+    is the one the core observed while :func:`eosink.spark.stage_dataframe` wrote the batch;
+    ``rows``, if the sink gives it, is checked against that count.
     """
 
     message: Any
-    rows: int
+    rows: int | None = None
 
 
 @attrs.frozen

@@ -25,6 +25,7 @@ from eosink.fingerprint import counting
 from eosink.logs import PhaseLogger
 from eosink.model import BatchContext, BatchOutcome, Fingerprint, PartitionResult, Proof
 from eosink.registry import plugin_manager
+from eosink.staging import observing
 
 log = structlog.get_logger("eosink")
 
@@ -74,10 +75,20 @@ RunWrites = Callable[[WriteTask], list[PartitionResult]]
 
 @attrs.frozen
 class Prepared:
-    """What ``prepare`` decided: skip (with the outcome) or write (with the init state)."""
+    """What ``prepare`` decided: skip (with the outcome and the proof) or write (with the state)."""
 
     skipped: BatchOutcome | None
     state: Any = None
+    proof: Proof | None = None
+
+    def checks_replay(self, fingerprint: FingerprintMode) -> bool:
+        """Whether this skipped batch's replay must be counted and hashed against its proof."""
+        return (
+            fingerprint != "off"
+            and self.skipped is not None
+            and self.proof is not None
+            and self.proof.batch_id == self.skipped.ctx.batch_id
+        )
 
 
 def driver_plugins(plugins: Iterable[Any]) -> tuple[Any, ...]:
@@ -105,9 +116,17 @@ def check_identity(ctx: BatchContext, proof: Proof) -> None:
         )
 
 
-def _check_replay(
-    ctx: BatchContext, proof: Proof, replay: Fingerprint, mode: FingerprintMode
+def check_replay(
+    ctx: BatchContext,
+    proof: Proof,
+    results: Iterable[PartitionResult | None],
+    mode: FingerprintMode,
 ) -> None:
+    """Compare the replay's rows (dry-run results of every partition) with the stored proof."""
+    replay = Fingerprint()
+    for result in results:
+        if result is not None:
+            replay = replay.combine(result.fingerprint or Fingerprint())
     if proof.fingerprint is None or proof.fingerprint == replay.hex():
         return
     text = (
@@ -134,21 +153,21 @@ def prepare(
 
     With ``fingerprint`` on and a proof of exactly this batch, the replay's rows are counted and
     hashed (through ``run_writes``, writing nothing) and compared with the stored fingerprint.
+    Without ``run_writes`` (the data source, whose writes are Spark's job) the caller checks
+    later: see :meth:`Prepared.checks_replay` and :func:`check_replay`.
     """
     if not ctx.writer_id:
         raise MissingWriterIdError(ctx.sink)
     proof = pm.hook.is_committed(ctx=ctx)
     if proof is not None and proof.batch_id >= ctx.batch_id:
         check_identity(ctx, proof)
-        if fingerprint != "off" and proof.batch_id == ctx.batch_id and run_writes is not None:
-            dry = WriteTask(sink, ctx, None, fingerprint=True, dry_run=True)
-            replay = Fingerprint()
-            for result in run_writes(dry):
-                replay = replay.combine(result.fingerprint or Fingerprint())
-            _check_replay(ctx, proof, replay, fingerprint)
         outcome = BatchOutcome(ctx, "skipped", reason=f"committed up to batch {proof.batch_id}")
+        prepared = Prepared(skipped=outcome, proof=proof)
+        if prepared.checks_replay(fingerprint) and run_writes is not None:
+            dry = WriteTask(sink, ctx, None, fingerprint=True, dry_run=True)
+            check_replay(ctx, proof, run_writes(dry), fingerprint)
         _log_outcome(outcome)
-        return Prepared(skipped=outcome)
+        return prepared
     return Prepared(skipped=None, state=pm.hook.init(ctx=ctx, schema=schema))
 
 
@@ -231,7 +250,8 @@ def run_batch(
     front doors, a plain loop in tests) and returns the partition results.
     ``executor_plugins`` must pickle: they are registered around ``write`` on the executors.
     ``df``, the batch as a DataFrame where the front door has one, is offered to the sink's
-    ``write_dataframe`` first (see :mod:`eosink.hookspecs` for when).
+    ``write_dataframe`` first (see :mod:`eosink.hookspecs` for when); the proof's row count
+    then comes from what :func:`eosink.spark.stage_dataframe` observed.
     """
     started = time.monotonic()
     pm = plugin_manager(sink, driver_plugins(plugins))
@@ -248,10 +268,12 @@ def run_batch(
             fingerprint=fingerprint != "off",
         )
         staged = None
-        if df is not None and fingerprint == "off" and not task.plugins:
-            staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
+        if df is not None and fingerprint == "off":
+            with observing(ctx, state, task.plugins) as observed:
+                staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
         if staged is not None:
-            results = [PartitionResult(0, 0, staged.rows, None, staged.message, state)]
+            rows = observed.rows_of(staged)  # the core's count, not the sink's
+            results = [PartitionResult(0, 0, rows, None, staged.message, state)]
         else:
             results = run_writes(task)
         return finish(pm, ctx, state, results, fingerprint=fingerprint != "off", started=started)

@@ -62,3 +62,22 @@ class CleanupReport:
     removable: tuple[Leftover, ...]
     kept: tuple[Leftover, ...] = ()
     deleted: bool = False
+
+    def paths(self, kind: str) -> tuple[str, ...]:
+        """The paths of the leftovers (removable or kept) of one ``kind``, in report order."""
+        return tuple(x.path for x in (*self.removable, *self.kept) if x.kind == kind)
+
+    def summary(self) -> str:
+        """One line: ``would delete 2 orphan file(s), 1234 bytes; kept 1 foreign file(s)``."""
+        return f"{'deleted' if self.deleted else 'would delete'} {_counts(self.removable)}" + (
+            f"; kept {_counts(self.kept)}" if self.kept else ""
+        )
+
+
+def _counts(leftovers: tuple[Leftover, ...]) -> str:
+    kinds: dict[str, int] = {}
+    for x in leftovers:
+        kinds[x.kind] = kinds.get(x.kind, 0) + 1
+    text = ", ".join(f"{n} {kind}(s)" for kind, n in kinds.items()) or "nothing"
+    sizes = [x.size for x in leftovers if x.size is not None]
+    return f"{text}, {sum(sizes)} bytes" if sizes else text

@@ -2,6 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from eosink_delta.cleanup import CleanupReport, cleanup, vacuum
 from eosink_delta.spark_files import remove_stale_staging
 
 try:
@@ -9,4 +10,4 @@ try:
 except PackageNotFoundError:  # not installed: running from the source tree
     __version__ = "0+unknown"
 
-__all__ = ["remove_stale_staging"]
+__all__ = ["CleanupReport", "cleanup", "remove_stale_staging", "vacuum"]

@@ -1,19 +1,18 @@
 """The ``delta`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
 
 Thin on purpose: the table is read with delta-rs (its txns, its history's commitInfo, where
-the eosink proofs are, and its add actions), leftovers are found by delta-rs' own VACUUM (a
-full one: files no log entry references) and :func:`eosink_delta.remove_stale_staging`.
-``DeltaSink`` inherits these hooks.
+the eosink proofs are, and its add actions), leftovers are found by :func:`eosink_delta.cleanup`
+(delta-rs' full VACUUM and the stale staging folders). ``DeltaSink`` inherits these hooks.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
+from urllib.parse import unquote
 
 from eosink import ConfigurationError, Proof, hookimpl
-from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
+from eosink.reports import CleanupReport, TargetStatus, Verification
 
 
 def _proofs(table: Any) -> dict[str, Proof]:
@@ -47,7 +46,7 @@ class DeltaCommands:
     options: Any
 
     def _table(self) -> Any:
-        from eosink_delta.table import open_table
+        from eosink_delta.snapshot import open_table
 
         table = open_table(self.options.path)
         if table is None:
@@ -86,8 +85,6 @@ class DeltaCommands:
         actions = _adds(table)
         root = table.table_uri.rstrip("/")
         for path, size in zip(actions.get("path", []), actions.get("size_bytes", [])):
-            from urllib.parse import unquote
-
             local = _local(f"{root}/{unquote(path)}")
             if local is None:
                 continue  # object stores: delta-rs read the log; sizes are checked on read
@@ -101,19 +98,7 @@ class DeltaCommands:
 
     @hookimpl
     def cleanup_target(self, older_than_s: float, delete: bool) -> CleanupReport:
-        from eosink_delta import remove_stale_staging
+        from eosink_delta.cleanup import cleanup
 
-        table = self._table()
-        # A full VACUUM: files that the current snapshot does not reference (of killed attempts,
-        # or removed by a complete-mode commit), older than the retention. delta-rs counts
-        # retention in whole hours: the threshold is rounded up, never down.
-        hours = math.ceil(older_than_s / 3600)
-        found = table.vacuum(
-            retention_hours=hours, dry_run=not delete, enforce_retention_duration=False, full=True
-        )
-        removable = [Leftover(path, "unreferenced file") for path in found]
-        staging = remove_stale_staging(
-            self.options.path, older_than_s=hours * 3600, dry_run=not delete
-        )
-        removable += [Leftover(path, "staging folder") for path in staging]
-        return CleanupReport(self.options.path, tuple(removable), (), delete)
+        self._table()  # a clear error when the path holds no table
+        return cleanup(self.options.path, older_than_s=older_than_s, dry_run=not delete)

@@ -15,6 +15,10 @@
   committed".
 * ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
+
+The driver keeps one snapshot per table between batches (:mod:`eosink_delta.snapshot`):
+"fresh" means brought up to date with the commits since, not the table opened anew, so a
+batch costs the same on a table with a long history as on a new one.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from eosink_delta.schema import (
     delta_schema_of,
     normalize_schema,
 )
+from eosink_delta.snapshot import latest
 from eosink_delta.table import (
     ATTEMPT_KEY,
     PROOF_KEY,
@@ -57,7 +62,7 @@ from eosink_delta.table import (
     check_table_features,
     committed_proof,
     last_version,
-    open_table,
+    post_commit_hooks,
 )
 
 log = structlog.get_logger("eosink.delta")
@@ -87,7 +92,8 @@ class DeltaSink(DeltaCommands, eosink.Sink):
     # -- driver ----------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
-        return committed_proof(self.uri, ctx)
+        with latest(self.uri) as table:
+            return committed_proof(self.uri, ctx, table) if table is not None else None
 
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> DeltaState:
@@ -97,25 +103,38 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 "the eosink front doors do not drive; use eosink_delta.foreach_batch(...) or "
                 "eosink_delta.write_batch(...) for it, or engine='delta-rs' here"
             )
+        stream = normalize_schema(schema)
+        wanted = self.options.partition_by
+        # The kept snapshot as it is: what init checks rarely changes, and commit checks it
+        # again on a fresh one.
+        with latest(self.uri, fresh=False) as table:
+            if table is None:
+                self._create(stream, wanted)
+        with latest(self.uri, fresh=False) as table:
+            if table is None:
+                raise SinkError(f"sink 'delta': the Delta table at {self.uri} disappeared")
+            return self._plan(ctx, table, stream, wanted)
+
+    def _create(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
         from deltalake import DeltaTable
 
-        stream = normalize_schema(schema)
-        delta_schema = delta_schema_of(stream)
-        wanted = self.options.partition_by
-        table = open_table(self.uri)
-        if table is None:
-            check_not_other_data(self.uri)
-            self._check_new_partitions(stream, wanted)
-            try:
-                DeltaTable.create(self.uri, delta_schema, mode="ignore", partition_by=list(wanted))
-            except Exception:
-                if open_table(self.uri) is None:
-                    raise
-                # another writer created it at the same moment: theirs is checked below
-            else:
-                log.info("delta.table_created", table=self.uri, partition_by=list(wanted))
-            table = open_table(self.uri)
-            assert table is not None
+        check_not_other_data(self.uri)
+        self._check_new_partitions(stream, wanted)
+        try:
+            DeltaTable.create(
+                self.uri, delta_schema_of(stream), mode="ignore", partition_by=list(wanted)
+            )
+        except Exception:
+            if not DeltaTable.is_deltatable(self.uri):
+                raise
+            # another writer created it at the same moment: theirs is checked by the caller
+        else:
+            log.info("delta.table_created", table=self.uri, partition_by=list(wanted))
+
+    def _plan(
+        self, ctx: BatchContext, table: Any, stream: pa.Schema, wanted: tuple[str, ...]
+    ) -> DeltaState:
+        """The batch's write plan, checked against the table's schema, partitions, features."""
         check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)
         partition_by = tuple(table.metadata().partition_columns)
         check_partitions(self.uri, list(partition_by), wanted)
@@ -135,8 +154,7 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             added = delta_schema_of(pa.schema(list(checked.new_columns))).fields
             table.alter.add_columns(list(added))
             log.info("delta.schema_merged", table=self.uri, columns=[f.name for f in added])
-            table = open_table(self.uri)
-            assert table is not None
+            table.update_incremental()
         fields = delta_fields(table.schema())
         data = pa.schema(
             [
@@ -181,48 +199,39 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         from deltalake.transaction import AddAction, CommitProperties, Transaction
 
         files = [f for m in messages for f in m.files]
-        table = open_table(self.uri)
-        if table is None:
-            raise SinkError(
-                f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch is "
-                "not committed and will be written again when the query restarts"
+        with latest(self.uri) as table:  # fresh, and nobody else moves it until we committed
+            if table is None:
+                raise SinkError(
+                    f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "
+                    "is not committed and will be written again when the query restarts"
+                )
+            last = last_version(table, ctx.writer_id)
+            if last is not None and last >= ctx.batch_id:
+                raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
+            self._check_still_compatible(table, state)
+            self._check_files_exist(ctx, files)
+            crash_point("commit:checked")
+            actions = [
+                AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
+                for f in files
+            ]
+            properties = CommitProperties(
+                # No last_updated: Delta's txn retention expires txns by it, so without it this
+                # writer's evidence never expires (see eosink_delta.table).
+                app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
+                custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
             )
-        last = last_version(table, ctx.writer_id)
-        if last is not None and last >= ctx.batch_id:
-            raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
-        self._check_still_compatible(table, state)
-        self._check_files_exist(ctx, files)
-        crash_point("commit:checked")
-        actions = [
-            AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
-            for f in files
-        ]
-        properties = CommitProperties(
-            # No last_updated: Delta's txn retention expires txns by it, so without it this
-            # writer's evidence never expires (see eosink_delta.table).
-            app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
-            custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
-        )
-        try:
-            table.create_write_transaction(
-                actions,
-                "overwrite" if ctx.mode == "complete" else "append",
-                table.schema(),
-                partition_by=list(state.partition_by),
-                commit_properties=properties,
-            )
-        except CommitFailedError as exc:
-            fresh = open_table(self.uri)
-            now = last_version(fresh, ctx.writer_id) if fresh is not None else None
-            if now is not None and now >= ctx.batch_id:
-                raise AlreadyCommitted(
-                    f"{ctx.label}: a concurrent commit of this writer won ({exc})"
-                ) from None
-            raise SinkError(
-                f"{ctx.label}: the Delta commit failed on a conflict with another writer "
-                f"({exc}); nothing of this batch is in the table. Restart the query (or rerun "
-                "the job with the same version): the batch is written again."
-            ) from exc
+            try:
+                table.create_write_transaction(
+                    actions,
+                    "overwrite" if ctx.mode == "complete" else "append",
+                    table.schema(),
+                    partition_by=list(state.partition_by),
+                    commit_properties=properties,
+                    post_commithook_properties=post_commit_hooks(table),
+                )
+            except CommitFailedError as exc:
+                self._lost(ctx, exc)
         crash_point("commit:committed")
         log.debug(
             "delta.committed",
@@ -231,6 +240,20 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             batch=ctx.batch_id,
             files=len(files),
         )
+
+    def _lost(self, ctx: BatchContext, exc: Exception) -> None:
+        """Our commit lost a race: to another attempt of this batch, or to another writer."""
+        with latest(self.uri) as fresh:
+            now = last_version(fresh, ctx.writer_id) if fresh is not None else None
+        if now is not None and now >= ctx.batch_id:
+            raise AlreadyCommitted(
+                f"{ctx.label}: a concurrent commit of this writer won ({exc})"
+            ) from None
+        raise SinkError(
+            f"{ctx.label}: the Delta commit failed on a conflict with another writer "
+            f"({exc}); nothing of this batch is in the table. Restart the query (or rerun "
+            "the job with the same version): the batch is written again."
+        ) from exc
 
     def _check_still_compatible(self, table: Any, state: DeltaState) -> None:
         current = table.schema().to_json()
@@ -266,14 +289,13 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         files = [f for m in messages if m is not None for f in m.files]
         if not files:
             return
-        table = open_table(self.uri)
-        if table is None:
-            return
-        newer = table.version() - state.read_version
-        if newer > 0:
-            history = table.history(newer)
-            if len(history) < newer or any(h.get(ATTEMPT_KEY) == state.attempt for h in history):
-                return  # committed (or cannot tell): keep the files; VACUUM handles orphans
+        with latest(self.uri) as table:
+            if table is None:
+                return
+            newer = table.version() - state.read_version
+            history = table.history(newer) if newer > 0 else []
+        if len(history) < newer or any(h.get(ATTEMPT_KEY) == state.attempt for h in history):
+            return  # committed (or cannot tell): keep the files; cleanup handles orphans
         fs, base = pafs.FileSystem.from_uri(self.uri)
         for f in files:
             try:

@@ -25,13 +25,13 @@ from eosink import BatchContext, BatchOutcome, ConfigurationError, MissingWriter
 from eosink.protocol import check_identity
 from eosink_delta.options import ENGINES, DeltaOptions
 from eosink_delta.sink import DeltaSink
+from eosink_delta.snapshot import latest
 from eosink_delta.table import (
     PROOF_KEY,
     check_not_other_data,
     check_partitions,
     check_table_features,
     committed_proof,
-    open_table,
 )
 
 log = structlog.get_logger("eosink.delta")
@@ -68,7 +68,8 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if not ctx.writer_id:
         raise MissingWriterIdError("delta")
     uri = options.path
-    proof = committed_proof(uri, ctx)
+    with latest(uri) as table:
+        proof = committed_proof(uri, ctx, table) if table is not None else None
     if proof is not None and proof.batch_id >= ctx.batch_id:
         check_identity(ctx, proof)
         reason = f"committed up to batch {proof.batch_id}"
@@ -83,12 +84,13 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
             engine="delta-spark",
         )
         return BatchOutcome(ctx, "skipped", reason=reason)
-    table = open_table(uri)
-    if table is None:
-        check_not_other_data(uri)
-    else:
-        check_table_features(uri, table, engine="delta-spark", mode=ctx.mode)
-        check_partitions(uri, list(table.metadata().partition_columns), options.partition_by)
+    with latest(uri, fresh=False) as table:
+        if table is None:
+            check_not_other_data(uri)
+        else:
+            check_table_features(uri, table, engine="delta-spark", mode=ctx.mode)
+            columns = list(table.metadata().partition_columns)
+            check_partitions(uri, columns, options.partition_by)
     stored = Proof(
         writer_id=ctx.writer_id,
         batch_id=ctx.batch_id,

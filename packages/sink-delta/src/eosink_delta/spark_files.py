@@ -5,8 +5,9 @@ on the whole write, so in the front doors that hold a DataFrame (``foreachBatch`
 ``write_batch``) the sink lets Spark write the data files (option ``file_writer``):
 
 1. The DataFrame gets the same treatment ``WritePlan.prepare`` gives Arrow batches (casts to the
-   table's types; an ``Observation`` counts rows and nulls in NOT NULL columns) and Spark writes
-   it, partitioned like the table, into ``_eosink_staging/<attempt>`` inside the table folder.
+   table's types) and Spark writes it, partitioned like the table, into
+   ``_eosink_staging/<attempt>`` inside the table folder (the core's ``stage_dataframe``, which
+   counts the rows for the proof and, here, the nulls in NOT NULL columns).
 2. A NOT NULL column holding nulls fails the batch here, before anything is committed.
 3. The driver moves each file into the partition folder the Arrow path would use, reads its
    Parquet footer for the Delta stats, and returns the files as one ``DeltaMessage``.
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eosink import ConfigurationError
-from eosink.spark import MICROS_TIMESTAMPS, is_classic, session_conf
+from eosink.spark import is_classic, stage_dataframe
 from eosink.spark.executors import arrow_schema
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaFile, DeltaMessage, file_stats
@@ -111,43 +112,38 @@ def stage(
     partition_by: tuple[str, ...],
 ) -> DeltaMessage:
     """Let Spark write the batch's files, then move them into the table's partition folders."""
-    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     checked = [c for c in plan.not_null if c in df.columns]
-    observation = Observation()
-    metrics = [F.count(F.lit(1)).alias("rows")] + [
+    nulls = [
         F.sum(F.col(c).isNull().cast("long")).alias(f"nulls_{i}") for i, c in enumerate(checked)
     ]
     codec = options.compression.lower()
-    writer = (
-        _prepared(df, plan, partition_by)
-        .observe(observation, *metrics)
-        .write.format("parquet")
-        .option("compression", SPARK_CODECS.get(codec, codec))
-        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-    )
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    staging = os.path.join(uri, STAGING_DIR, attempt)
     moved: list[DeltaFile] = []
     try:
-        with session_conf(df.sparkSession, *MICROS_TIMESTAMPS):  # INT64 micros, as Delta wants
-            writer.save("file://" + staging)
-        seen = observation.get
-        for i, column in enumerate(checked):
-            if seen[f"nulls_{i}"]:
-                raise not_null_error(column)
-        for folder, _dirs, names in os.walk(staging):
-            for name in sorted(n for n in names if n.startswith("part-")):
-                inside = os.path.relpath(folder, staging)
-                values = _partition_values("" if inside == "." else inside, partition_by)
+        with stage_dataframe(
+            _prepared(df, plan, partition_by),
+            os.path.join(uri, STAGING_DIR, attempt),
+            format="parquet",
+            options={"compression": SPARK_CODECS.get(codec, codec)},
+            partition_by=partition_by,
+            metrics=nulls,
+        ) as staged:
+            for i, column in enumerate(checked):
+                if staged.metrics[f"nulls_{i}"]:
+                    raise not_null_error(column)
+            for f in staged.files:
+                folder, _, name = f.relpath.rpartition("/")
+                values = _partition_values(folder, partition_by)
                 target = partition_dir(partition_by, values) if partition_by else ""
                 relative = f"{target}/{name}" if target else name
                 os.makedirs(os.path.join(uri, target), exist_ok=True)
-                os.rename(os.path.join(folder, name), os.path.join(uri, relative))
-                partition_values = dict(zip(partition_by, values))
-                moved.append(_described(uri, relative, partition_values, plan, options))
+                os.rename(
+                    os.path.join(uri, STAGING_DIR, attempt, f.relpath), os.path.join(uri, relative)
+                )
+                moved.append(
+                    _described(uri, relative, dict(zip(partition_by, values)), plan, options)
+                )
     except BaseException:
         for f in moved:
             try:
@@ -155,9 +151,7 @@ def stage(
             except FileNotFoundError:
                 pass
         raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return DeltaMessage(files=tuple(moved), rows=int(seen["rows"]))
+    return DeltaMessage(files=tuple(moved), rows=staged.rows)
 
 
 def _described(

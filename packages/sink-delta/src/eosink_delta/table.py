@@ -45,28 +45,27 @@ def is_delta_table(uri: str) -> bool:
     return DeltaTable.is_deltatable(uri)
 
 
-def open_table(uri: str) -> Any | None:
-    """A fresh handle on the table's latest snapshot, or ``None`` when there is no table."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
-
-    try:
-        return DeltaTable(uri)
-    except TableNotFoundError:
-        return None
-    except DeltaError:
-        try:
-            exists = DeltaTable.is_deltatable(uri)
-        except OSError:  # e.g. the path is a file
-            exists = False
-        if not exists:
-            return None
-        raise
-
-
 def last_version(table: Any, writer_id: str) -> int | None:
     """The latest batch (txn version) of ``writer_id`` in ``table``'s snapshot."""
     return table.transaction_version(writer_id)
+
+
+def post_commit_hooks(table: Any) -> Any:
+    """What delta-rs does after eosink's commit: checkpoints, and log cleanup with them only.
+
+    Checkpoints follow the table's ``delta.checkpointInterval`` (delta-rs' default hook).
+    Expired log files (``delta.logRetentionDuration``) are cleaned up when a checkpoint is due,
+    as Delta's own writer does: delta-rs would otherwise list the whole ``_delta_log`` after
+    every commit, a cost that grows with the log. Cleanup deletes only commits older than a
+    checkpoint, which carries every txn on, so no replay loses its evidence.
+    """
+    from deltalake.transaction import PostCommitHookProperties
+
+    config = table.metadata().configuration or {}
+    interval = int(config.get("delta.checkpointInterval", 100))
+    enabled = str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "true"
+    due = (table.version() + 2) % interval == 0  # the checkpoint delta-rs writes after ours
+    return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=enabled and due)
 
 
 def proof_of_commit(commit_info: Mapping[str, Any]) -> Proof | None:
@@ -87,11 +86,13 @@ def proof_of_commit(commit_info: Mapping[str, Any]) -> Proof | None:
         return None
 
 
-def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> Proof | None:
+def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> tuple[Proof | None, bool]:
     """The stored proof of ``batch_id`` (if kept) else of ``last``, from the commit history.
 
     Reads the history newest first, in steps, and stops at the first proof of this writer at or
-    below ``batch_id``: versions only grow per writer, so nothing older can match.
+    below ``batch_id``: versions only grow per writer, so nothing older can match. Also says
+    whether the history it read is complete (reaches the table's first commit): log retention
+    removes old commit files, and with them the proofs, while the txn lives on in checkpoints.
     """
     latest: Proof | None = None
     seen, limit = 0, HISTORY_STEP
@@ -104,39 +105,40 @@ def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> Proof | 
             if latest is None and proof.batch_id == last:
                 latest = proof
             if proof.batch_id == batch_id:
-                return proof
+                return proof, True
             if proof.batch_id < batch_id:
-                return latest
+                return latest, True
         if len(history) < limit:
-            return latest
+            return latest, not history or history[-1].get("version") == 0
         seen, limit = len(history), limit * 2
 
 
-def committed_proof(uri: str, ctx: BatchContext) -> Proof | None:
+def committed_proof(uri: str, ctx: BatchContext, table: Any) -> Proof | None:
     """``is_committed`` of both engines: a fresh snapshot's txn decides, the history details it."""
-    table = open_table(uri)
-    if table is None:
-        return None
     last = last_version(table, ctx.writer_id)
     if last is None or last < ctx.batch_id:
         return None
-    proof = find_proof(table, ctx.writer_id, ctx.batch_id, last)
+    proof, complete = find_proof(table, ctx.writer_id, ctx.batch_id, last)
     if proof is not None:
         return proof
-    if ctx.kind == "stream":
+    if ctx.kind == "stream" and complete:
         raise ForeignTransactionError(
             f"{ctx.label}: the Delta table at {uri} already records app id {ctx.writer_id!r} at "
             f"version {last}, but not from eosink (e.g. a Spark job with txnAppId="
-            f"{ctx.writer_id!r}, or its log entry has expired), so this stream would skip every "
-            f"batch up to {last}. To proceed: give this query a writer id no other job uses "
-            "(its rows are then added to what the table holds); or write to a new table."
+            f"{ctx.writer_id!r}), so this stream would skip every batch up to {last}. To "
+            "proceed: give this query a writer id no other job uses (its rows are then added to "
+            "what the table holds); or write to a new table."
         )
     log.info(
         "delta.proof_without_details",
         writer=ctx.writer_id,
         batch=ctx.batch_id,
         last=last,
-        reason="the txn's commit carries no eosink proof (another writer or an expired log entry)",
+        reason=(
+            "the txn's commit carries no eosink proof (a batch job of another tool)"
+            if complete
+            else "log retention removed the commits that carried the proof; the txn decides"
+        ),
     )
     return Proof(writer_id=ctx.writer_id, batch_id=last)
 
@@ -240,9 +242,16 @@ def partition_value(value: Any) -> str | None:
 
 
 def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> str:
-    """The Hive-style folder of a partition (``day=2024-01-01/...``), escaped for any store."""
+    """The Hive-style folder of a partition (``day=2024-01-01/...``), as delta-rs names it.
+
+    Names and values are percent-encoded except for RFC 3986's unreserved characters, so a
+    folder holds no space, ``:``, ``/``, ``=`` or non-ASCII character. This is the folder on
+    disk; the add action's path is that folder once more URI-encoded (``%`` becomes ``%25``),
+    which delta-rs does itself when it writes an ``AddAction`` (the add path a reader decodes,
+    as the Delta protocol says, is the folder on disk).
+    """
     parts = []
     for name, value in zip(columns, values):
-        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe=" -_.")
-        parts.append(f"{quote(name, safe='-_.')}={text}")
+        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe="")
+        parts.append(f"{quote(name, safe='')}={text}")
     return "/".join(parts)

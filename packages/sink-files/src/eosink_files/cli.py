@@ -6,11 +6,10 @@ it), leftovers are found by :func:`eosink_files.cleanup`. ``FilesSink`` inherits
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from eosink import hookimpl
-from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
+from eosink.reports import CleanupReport, TargetStatus, Verification
 
 
 class FilesCommands:
@@ -21,31 +20,38 @@ class FilesCommands:
     def _log_state(self) -> Any:
         from eosink_files.reader import read_log
 
-        return read_log(self.options.path, self.options.compact_interval)
+        o = self.options
+        return read_log(o.path, o.compact_interval, o.storage_options)
+
+    def _store(self) -> Any:
+        from eosink_files.store import open_store
+
+        return open_store(self.options.path, storage_options=self.options.storage_options)
 
     @hookimpl
     def target_status(self) -> TargetStatus:
-        from eosink_files.log import LOG_DIR, log_files
-        from eosink_files.reader import _store
+        from eosink_files.log import LOG_DIR, log_name
+        from eosink_files.log_view import LogFolder
 
         state = self._log_state()
         latest: dict[str, Any] = {}
         for entry in state.proofs:
             known = latest.get(entry.proof.writer_id)
-            if known is None or entry.proof.batch_id > known.proof.batch_id:
-                latest[entry.proof.writer_id] = entry
-        store = _store(self.options.path)
-        names = [n for n, is_dir in store.listdir(LOG_DIR) if not is_dir and log_files([n])]
-        entries = log_files(names)
-        compacts = [i for i, compact in entries.items() if compact]
+            if known is None or entry.proof.batch_id > known.batch_id:
+                latest[entry.proof.writer_id] = entry.proof
+        store = self._store()
+        listing = LogFolder(store, self.options.compact_interval).listing()
+        compacts = [log_id for log_id, compact in listing.items() if compact]
         return TargetStatus(
             target=self.options.path,
-            writers=tuple(latest[w].proof for w in sorted(latest)),
+            writers=tuple(latest[w] for w in sorted(latest)),
             details={
                 "manifest_latest_entry": state.latest_entry,
                 "manifest_last_compaction": max(compacts) if compacts else None,
-                "manifest_files": len(names),
-                "manifest_bytes": sum(store.stat(f"{LOG_DIR}/{n}")[0] for n in names),
+                "manifest_files": len(listing),
+                "manifest_bytes": sum(
+                    store.stat(f"{LOG_DIR}/{log_name(i, c)}")[0] for i, c in listing.items()
+                ),
                 "committed_files": len(state.files),
                 "committed_bytes": sum(f.size for f in state.files),
                 "format": state.format,
@@ -55,10 +61,8 @@ class FilesCommands:
 
     @hookimpl
     def verify_target(self) -> Verification:
-        from eosink_files.reader import _store
-
         state = self._log_state()
-        store = _store(self.options.path)
+        store = self._store()
         problems = []
         for f in state.files:
             try:
@@ -73,31 +77,12 @@ class FilesCommands:
     @hookimpl
     def cleanup_target(self, older_than_s: float, delete: bool) -> CleanupReport:
         from eosink_files.cleanup import cleanup
-        from eosink_files.reader import _store
 
-        store = _store(self.options.path)
-        now_ms = time.time() * 1000
-
-        def leftover(relpath: str, kind: str) -> Leftover:
-            try:
-                size, mtime = store.stat(relpath)
-            except FileNotFoundError:  # deleted by this cleanup: size and age unknown
-                return Leftover(relpath, kind)
-            return Leftover(relpath, kind, size, (now_ms - mtime) / 1000)
-
-        report = cleanup(
-            self.options.path,
+        o = self.options
+        return cleanup(
+            o.path,
             older_than_s=older_than_s,
             dry_run=not delete,
-            compact_interval=self.options.compact_interval,
-        )
-        removable = tuple(leftover(p, "orphan file") for p in report.orphans)  # gone if deleted
-        return CleanupReport(
-            target=self.options.path,
-            removable=removable,
-            kept=(
-                *(leftover(p, "recent unlisted file") for p in report.young),
-                *(leftover(p, "foreign file (never removed)") for p in report.foreign),
-            ),
-            deleted=report.deleted,
+            compact_interval=o.compact_interval,
+            storage_options=o.storage_options,
         )

@@ -13,6 +13,12 @@ extra ``"eosink"`` field) and that carry the proof of the commit (writer id, bat
 id, checkpoint, rows, fingerprint) plus the attempt that wrote it. A compact carries the latest
 proofs of every writer forward, so the skip evidence survives whatever is deleted before it.
 
+A file with proof lines counts only when it ends with its **closing line** (an entry of the
+same kind naming the file's log id): a torn write (``single_writer`` mode, where the
+filesystem cannot publish atomically) that stops on a line boundary would otherwise leave a
+proof over part of the batch's files. Files without proof lines are Spark's own (or eosink's
+empty fillers, ``v1`` alone) and are read as Spark reads them.
+
 Log ids count commits (0, 1, 2, ...): several writers (stream queries and batch jobs, each
 with its own writer id) may share a folder, and each commit takes the next id with an
 atomic create-if-absent. The writer's own batch id (micro-batch id or batch-job version) is in
@@ -124,6 +130,30 @@ def plan_is_valid(files: dict[int, bool], default: int) -> bool:
 
 
 # -- entries ---------------------------------------------------------------------------------
+def _eosink_line(meta: dict[str, Any], log_uri: str, mtime_ms: int) -> str:
+    """A line Spark's reader drops (a directory entry) carrying eosink's ``meta``."""
+    body = {
+        "path": log_uri,
+        "size": 0,
+        "isDir": True,
+        "modificationTime": mtime_ms,
+        "blockReplication": 0,
+        "blockSize": 0,
+        "action": "add",
+    }
+    return (
+        PROOF_PREFIX
+        + json.dumps(meta, separators=(",", ":"))
+        + ","
+        + json.dumps(body, separators=(",", ":"))[1:]
+    )
+
+
+def closing_line(log_id: int, log_uri: str) -> str:
+    """The last line of every log file with proofs: without it the file is torn."""
+    return _eosink_line({"end": log_id}, log_uri, now_ms())
+
+
 @attrs.frozen
 class FileEntry:
     """A data file as listed in the log."""
@@ -167,21 +197,7 @@ class ProofEntry:
             "partitionBy": list(self.partition_by),
             "mode": self.mode,
         }
-        body = {
-            "path": log_uri,
-            "size": 0,
-            "isDir": True,
-            "modificationTime": int(self.proof.committed_at * 1000),
-            "blockReplication": 0,
-            "blockSize": 0,
-            "action": "add",
-        }
-        return (
-            PROOF_PREFIX
-            + json.dumps(meta, separators=(",", ":"))
-            + ","
-            + json.dumps(body, separators=(",", ":"))[1:]
-        )
+        return _eosink_line(meta, log_uri, int(self.proof.committed_at * 1000))
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> ProofEntry:
@@ -204,6 +220,9 @@ class LogFile:
     proofs: list[ProofEntry]
     files: list[dict[str, Any]] | None = None  # None: only the proof header was read
     body: bytes = b""  # the file-entry lines, raw (a compaction copies them as they are)
+    # of a compact read header-only: where its file-entry lines lie in the file
+    body_start: int = 0
+    body_end: int = 0
 
 
 def _damaged(name: str, what: str) -> ManifestError:
@@ -215,12 +234,42 @@ def _damaged(name: str, what: str) -> ManifestError:
     )
 
 
+def _closing_id(line: bytes) -> int | None:
+    """The log id a closing line names, or None if ``line`` is not a closing line."""
+    if not line.startswith(PROOF_PREFIX.encode()):
+        return None
+    try:
+        end = json.loads(line)["eosink"].get("end")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return end if isinstance(end, int) else None
+
+
+def split_closing(body: bytes) -> tuple[bytes, int | None]:
+    """``body`` without its closing line, and the log id that line names (None: no such line)."""
+    trimmed = body.rstrip(b"\n")
+    cut = trimmed.rfind(b"\n") + 1
+    end = _closing_id(trimmed[cut:])
+    return (trimmed[:cut], end) if end is not None else (body, None)
+
+
+def check_closed(name: str, log_id: int, has_proofs: bool, closing: int | None) -> None:
+    """Refuse a file with proofs that does not end with its own closing line: it is torn."""
+    if has_proofs and closing != log_id:
+        raise _damaged(
+            name,
+            "it does not end with its closing line, so it is torn (a write that stopped "
+            "part-way, possible only where the filesystem cannot publish atomically)",
+        )
+
+
 def parse(data: bytes, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
     """Parse one log file as Spark does; ``header_only`` stops after the proof lines.
 
     ``data`` may be just the beginning of the file when ``header_only`` (see
-    :func:`header_end`). The file-entry lines are kept as raw bytes in ``body``, so a
-    compaction copies them without decoding or re-serializing.
+    :func:`header_end`); the caller then checks the closing line at its end. The file-entry
+    lines are kept as raw bytes in ``body`` (without the closing line), so a compaction copies
+    them without decoding or re-serializing.
     """
     name = log_name(log_id, compact)
     if not data:
@@ -241,6 +290,8 @@ def parse(data: bytes, log_id: int, compact: bool, *, header_only: bool = False)
         line = rest[pos:end]
         try:
             meta = json.loads(line)["eosink"]
+            if "end" in meta:  # the closing line of a file without file entries
+                break
             out.proofs.append(ProofEntry.from_meta(meta))
         except (ValueError, KeyError, TypeError) as exc:
             raise _damaged(name, f"a proof line cannot be read ({exc})") from None
@@ -248,6 +299,8 @@ def parse(data: bytes, log_id: int, compact: bool, *, header_only: bool = False)
     out.body = rest[pos:]
     if header_only:
         return out
+    out.body, closing = split_closing(out.body)
+    check_closed(name, log_id, bool(out.proofs), closing)
     files = []
     for number, line in enumerate(out.body.split(b"\n"), start=2 + len(out.proofs)):
         if not line.strip():
@@ -284,14 +337,16 @@ def header_end(data: bytes) -> int | None:
         pos = end + 1
 
 
-def render(proofs: Iterable[str], files: Iterable[str], body: bytes = b"") -> bytes:
-    """A log file's bytes: the version line, proof lines, then file-entry lines."""
+def render(
+    proofs: Iterable[str], files: Iterable[str], body: bytes = b"", closing: str = ""
+) -> bytes:
+    """A log file's bytes: the version line, proof lines, file-entry lines, the closing line."""
     head = "\n".join([VERSION_LINE, *proofs]).encode("utf-8")
     parts = [head]
     body = body.strip(b"\n")
     if body:
         parts.append(body)
-    tail = "\n".join(files)
+    tail = "\n".join([*files, closing] if closing else files)
     if tail:
         parts.append(tail.encode("utf-8"))
     return b"\n".join(parts)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
 
 import attrs
 
 from eosink import ConfigurationError
-from eosink.options import location, names
+from eosink.options import location, masked, names, storage_options
 
 FORMATS = ("parquet", "json", "csv")
 ENGINES = ("auto", "spark", "arrow")
@@ -29,8 +31,35 @@ def _location(path: str) -> str:
     return location(path)
 
 
+def fsspec_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of the fsspec filesystem, from ``storage_options``.
+
+    Spark options are flat strings: a dotted key is a nested dict (``client_kwargs.region_name``
+    is ``{"client_kwargs": {"region_name": ...}}``) and ``"true"``/``"false"`` are booleans
+    (``anon``, ``use_ssl``), at the top level. Nested dicts from Python pass through as they are.
+    """
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            value = value.strip().lower() == "true"
+        *parents, leaf = key.split(".")
+        target = out
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        if isinstance(value, dict) and isinstance(target.get(leaf), dict):
+            target[leaf] = {**target[leaf], **value}
+        else:
+            target[leaf] = value
+    return out
+
+
 def _lower(value: object) -> str:
     return str(value).strip().lower()
+
+
+def _scheme(value: object) -> str | None:
+    text = "" if value is None else _lower(value)
+    return text or None
 
 
 def _compression(value: object) -> str | None:
@@ -61,7 +90,16 @@ class FilesOptions:
     own file writer, the fastest; a local or shared path and classic Spark), ``arrow`` (this
     package's Arrow writers on the executors, any fsspec URL, ``target_file_size`` and
     ``row_group_size`` honoured) or ``auto`` (default: ``spark`` where it can, else ``arrow``).
-    The data-source front door always uses ``arrow``.
+    The data-source front door always uses ``arrow``. ``manifest_scheme``: for a URL path, the
+    scheme of the paths the manifest lists, for the Hadoop filesystem Spark's readers use
+    (default: ``s3a`` for S3, ``gs`` for GCS, ``abfss`` for Azure, the URL's own otherwise;
+    e.g. ``s3`` for EMRFS, ``abfs`` or ``wasbs`` for Azure). Local paths are always ``file:``.
+    ``storage_options``: keyword arguments of the fsspec filesystem (credentials, endpoint,
+    region: s3fs' ``key``, ``secret``, ``endpoint_url``, ``client_kwargs``; gcsfs' ``token``,
+    ``project``; adlfs' ``account_name``, ``account_key``...); from Spark, one option
+    ``storage.<key>`` per entry (dotted keys nest: ``storage.client_kwargs.region_name``).
+    They travel with the sink to the executors; values of credential-like names never show
+    in its ``repr``.
     """
 
     path: str = attrs.field(converter=_location)
@@ -75,6 +113,13 @@ class FilesOptions:
     log_cleanup_delay_s: float = 600.0
     csv_header: bool = True
     engine: str = attrs.field(default="auto", converter=_lower)
+    manifest_scheme: str | None = attrs.field(default=None, converter=_scheme)
+    storage_options: dict[str, Any] = attrs.field(
+        factory=dict,
+        converter=storage_options,
+        repr=lambda value: repr(masked(value)),
+        hash=False,
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -90,6 +135,19 @@ class FilesOptions:
         if self.engine not in ENGINES:
             raise ConfigurationError(
                 f"sink 'files': unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}"
+            )
+        if self.manifest_scheme is not None and not re.fullmatch(
+            r"[a-z][a-z0-9+.-]*", self.manifest_scheme
+        ):
+            raise ConfigurationError(
+                f"sink 'files': manifest_scheme {self.manifest_scheme!r} is not a URI scheme; "
+                "give one such as 's3a', 's3', 'gs' or 'abfss' (without '://')"
+            )
+        if self.storage_options and "://" not in self.path:
+            raise ConfigurationError(
+                f"sink 'files': storage_options are for an object store's URL, but path "
+                f"{self.path!r} is local; give the path as s3://, gs:// or abfss://... (or "
+                "drop storage_options)"
             )
         for name, value, low in (
             ("target_file_size", self.target_file_size, 1),

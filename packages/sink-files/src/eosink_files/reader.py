@@ -17,7 +17,7 @@ import attrs
 
 from eosink_files.log import LOG_DIR, ManifestError, reader_plan
 from eosink_files.options import FilesOptions
-from eosink_files.sink import SinkLog
+from eosink_files.log_view import LogFolder
 from eosink_files.store import Store, open_store
 
 
@@ -42,15 +42,21 @@ class LogState:
     partition_by: tuple[str, ...]
 
 
-def _store(path: str) -> Store:
-    return open_store(FilesOptions(path=path).path)
+def _store(path: str, storage_options: dict[str, Any] | None = None) -> Store:
+    opts = FilesOptions(path=path, storage_options=storage_options)
+    return open_store(opts.path, storage_options=opts.storage_options)
 
 
-def read_log(path: str, compact_interval: int = 10) -> LogState:
-    """Read the log of the folder at ``path`` exactly as Spark's reader would."""
-    store = _store(path)
-    sink_log = SinkLog(store, compact_interval)
-    files = sink_log.listing()
+def read_log(
+    path: str, compact_interval: int = 10, storage_options: dict[str, Any] | None = None
+) -> LogState:
+    """Read the log of the folder at ``path`` exactly as Spark's reader would.
+
+    ``storage_options``: the fsspec filesystem's options, as the sink takes them.
+    """
+    store = _store(path, storage_options)
+    folder = LogFolder(store, compact_interval)
+    files = folder.listing()
     if not files:
         if not store.exists(LOG_DIR):
             raise ManifestError(
@@ -62,7 +68,7 @@ def read_log(path: str, compact_interval: int = 10) -> LogState:
     proofs = []
     seen: set[str] = set()
     for log_id, compact in reader_plan(files, compact_interval):
-        entry = sink_log.read(log_id, compact)
+        entry = folder.read(log_id, compact)
         proofs.extend(entry.proofs)
         for f in entry.files or ():
             uri = f["path"]
@@ -86,9 +92,11 @@ def read_log(path: str, compact_interval: int = 10) -> LogState:
     )
 
 
-def committed_files(path: str, compact_interval: int = 10) -> list[CommittedFile]:
+def committed_files(
+    path: str, compact_interval: int = 10, storage_options: dict[str, Any] | None = None
+) -> list[CommittedFile]:
     """The files the log lists: exactly what Spark's reader reads."""
-    return list(read_log(path, compact_interval).files)
+    return list(read_log(path, compact_interval, storage_options).files)
 
 
 def _format_of(state: LogState, format: str | None) -> str:
@@ -103,13 +111,19 @@ def _format_of(state: LogState, format: str | None) -> str:
     return "parquet"
 
 
-def dataset(path: str, format: str | None = None, compact_interval: int = 10, **kwargs: Any) -> Any:
+def dataset(
+    path: str,
+    format: str | None = None,
+    compact_interval: int = 10,
+    storage_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
     """A ``pyarrow.dataset.Dataset`` of exactly the committed files (Hive partitions decoded)."""
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    state = read_log(path, compact_interval)
-    store = _store(path)
+    state = read_log(path, compact_interval, storage_options)
+    store = _store(path, storage_options)
     fmt = _format_of(state, format)
     if fmt == "json":
         fmt_obj: Any = ds.JsonFileFormat()

@@ -9,8 +9,10 @@
   file entries **and** its proof line, in one atomic create-if-absent. A lost race re-reads the
   log: the winner's proof of this batch makes the attempt ``AlreadyCommitted``; another
   writer's commit just moves this one to the next id.
+  Before that it checks that every file it lists is there with its reported size.
 * ``is_committed`` reads the proofs from the log files Spark's reader would read (the latest
-  compact, which carries every writer's latest proofs, and the deltas after it).
+  compact, which carries every writer's latest proofs, and the deltas after it), through the
+  view of the log kept between batches (:mod:`eosink_files.log_view`).
 * ``abort`` removes the attempt's files unless the log lists them.
 """
 
@@ -26,34 +28,41 @@ import pyarrow as pa
 import structlog
 
 import eosink
-from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink import (
+    AlreadyCommitted,
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    SinkError,
+    crash_point,
+    hookimpl,
+)
 from eosink_files.log import (
     LOG_DIR,
+    VERSION_LINE,
+    FileEntry,
     LogFile,
     ManifestError,
     ProofEntry,
-    FileEntry,
+    closing_line,
     latest_proofs,
-    header_end,
-    log_files,
     log_name,
-    parse,
     plan_is_valid,
-    reader_plan,
     render,
 )
 from eosink_files import spark_engine
 from eosink_files.cli import FilesCommands
+from eosink_files.log_view import LogView, view_of
 from eosink_files.options import FilesOptions
-from eosink_files.store import Store, open_store, safe_url
+from eosink_files.spark_process import in_spark_application
+from eosink_files.store import Store, open_store
 from eosink_files.writers import PartitionWriter, WrittenFile
 
 log = structlog.get_logger("eosink.files")
 
-HEADER_CHUNK = 64 * 1024
 
-#: Hidden folders that mean "this folder belongs to another table format".
-FOREIGN_MARKERS = {"_delta_log": "a Delta table (use the delta sink)", ".hoodie": "a Hudi table"}
+class UnreadableFilesError(SinkError):
+    """A file a writer reported is not in the folder as the driver sees it: nothing published."""
 
 
 @attrs.frozen
@@ -69,87 +78,6 @@ class FilesMessage:
 
     files: tuple[WrittenFile, ...]
     rows: int
-
-
-class SinkLog:
-    """The log of one folder, read fresh on every call (no cache: it must survive crashes)."""
-
-    def __init__(self, store: Store, compact_interval: int) -> None:
-        self.store, self.interval = store, compact_interval
-
-    @property
-    def log_uri(self) -> str:
-        return self.store.uri(LOG_DIR)
-
-    def listing(self) -> dict[int, bool]:
-        return log_files(name for name, is_dir in self.store.listdir(LOG_DIR) if not is_dir)
-
-    def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
-        """One log file; ``header_only`` reads just the proof lines at its top."""
-        name = log_name(log_id, compact)
-        try:
-            if header_only:
-                data = self._read_header(f"{LOG_DIR}/{name}")
-            else:
-                data = self.store.read_bytes(f"{LOG_DIR}/{name}")
-        except FileNotFoundError:
-            raise ManifestError(
-                f"{LOG_DIR}/{name} disappeared while being read (a cleanup of old log files ran "
-                "concurrently); retry the operation"
-            ) from None
-        return parse(data, log_id, compact, header_only=header_only)
-
-    def _read_header(self, relpath: str) -> bytes:
-        data = b""
-        with self.store.open_read(relpath) as f:
-            while True:
-                chunk = f.read(HEADER_CHUNK)
-                data += chunk
-                if not chunk or header_end(data) is not None:
-                    return data
-
-    def current(
-        self, files: dict[int, bool] | None = None
-    ) -> tuple[dict[int, bool], list[LogFile]]:
-        """The listing and the files Spark's reader reads (of a compact: only its proof lines)."""
-        files = self.listing() if files is None else files
-        plan = reader_plan(files, self.interval)
-        return files, [self.read(i, c, header_only=c) for i, c in plan]
-
-    def check_folder(self) -> None:
-        """Refuse a folder that is neither empty, nor an eosink-files or Spark file-sink folder."""
-        store = self.store
-        where = safe_url(store.location)
-        if store.is_file():
-            raise ConfigurationError(
-                f"sink 'files': path {where!r} is a file; give a folder path (it is created if "
-                "missing)"
-            )
-        entries = store.listdir("")
-        names = {name for name, _ in entries}
-        for marker, what in FOREIGN_MARKERS.items():
-            if marker in names:
-                raise ConfigurationError(
-                    f"sink 'files': {where!r} is {what}, not a file-sink folder; write to a new "
-                    "or empty folder"
-                )
-        if LOG_DIR in names:
-            return
-        foreign = sorted(
-            name
-            for name, is_dir in entries
-            if not name.startswith(("_", "."))
-            and not (is_dir and "=" in name)
-            and not (not is_dir and name.startswith("part-"))
-        )
-        if foreign:
-            raise ConfigurationError(
-                f"sink 'files': {where!r} already holds files that no manifest log lists (e.g. "
-                f"{', '.join(repr(n) for n in foreign[:3])}) and has no {LOG_DIR} folder, so it is "
-                "not an eosink-files or Spark file-sink folder: its files would be mixed with the "
-                "output and ignored by Spark's reader. Write to a new or empty folder, or move "
-                "those files away."
-            )
 
 
 def _proof_of(entries: list[ProofEntry], ctx: BatchContext) -> ProofEntry | None:
@@ -193,6 +121,37 @@ def placement(
         log_id += 1
 
 
+def _compact_chunks(
+    view: LogView, head: bytes, plan: list[LogFile], file_lines: list[str], closing: str
+) -> Iterator[bytes]:
+    """A compact's bytes: the proofs, every entry so far copied as bytes, the new entries.
+
+    The previous compact's entries are streamed from its file (never parsed, never held
+    whole in memory); the deltas after it are already read.
+    """
+    yield head
+    for f in plan:
+        if f.compact:
+            if f.body_end > f.body_start:
+                yield b"\n"
+                yield from view.folder.entries(f)
+        elif f.body.strip(b"\n"):
+            yield b"\n" + f.body.strip(b"\n")
+    yield ("\n" + "\n".join([*file_lines, closing])).encode()
+
+
+class _Counted:
+    """Chunks passed through, counting their bytes."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.size = chunks, 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self.chunks:
+            self.size += len(chunk)
+            yield chunk
+
+
 class FilesSink(FilesCommands, eosink.Sink):
     """Exactly-once files in a folder; each batch is published by one manifest log file."""
 
@@ -203,15 +162,22 @@ class FilesSink(FilesCommands, eosink.Sink):
     def _store(self) -> Store:
         store = self.__dict__.get("_store_cache")
         if store is None:
-            store = open_store(self.options.path)
+            opts = self.options
+            store = open_store(opts.path, opts.manifest_scheme, opts.storage_options)
             self.__dict__["_store_cache"] = store
         return store
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_store_cache"}
 
-    def _log(self) -> SinkLog:
-        return SinkLog(self._store(), self.options.compact_interval)
+    def _view(self) -> LogView:
+        opts = self.options
+        return view_of(self._store(), opts.compact_interval, opts.single_writer)
+
+    def _check_store(self) -> None:
+        """The checks of the store done before any batch reads or writes it (once per store)."""
+        self._check_publishable()
+        self._store().check_access(conditional=not self.options.single_writer)
 
     def _check_publishable(self) -> None:
         store = self._store()
@@ -223,22 +189,73 @@ class FilesSink(FilesCommands, eosink.Sink):
                 "or, if exactly one query at a time writes this folder, set single_writer=true."
             )
 
+    def _check_readable(self, ctx: BatchContext, written: list[WrittenFile], rows: int) -> None:
+        """Refuse to publish files the driver cannot read with the size a writer reported.
+
+        One listing per folder (one ``stat`` per file on local disks, where a listing would
+        cost the whole folder). Catches files deleted before their commit (a ``cleanup`` with
+        a short age) and files written where the driver cannot see them (an executor's own
+        memory or local disk): a proof over them would make readers fail or lose the batch.
+        """
+        if rows and not written:  # the spark engine moved none of the files Spark wrote
+            raise UnreadableFilesError(
+                f"{ctx.label}: refusing to commit {rows} row(s) but no file: the driver found "
+                "none of the files Spark's writer wrote, so the executors wrote them where the "
+                "driver cannot see them (a local path that is not one folder shared by every "
+                "machine). Write to a shared folder, or an object store with engine='arrow'. "
+                "Nothing was published."
+            )
+        by_folder: dict[str, dict[str, int]] = {}
+        for f in written:
+            folder, _, name = f.relpath.rpartition("/")
+            by_folder.setdefault(folder, {})[name] = f.size
+        problems = []
+        for folder, expected in by_folder.items():
+            found = self._store().sizes(folder, list(expected))
+            for name, size in expected.items():
+                relpath = f"{folder}/{name}" if folder else name
+                if name not in found:
+                    problems.append(f"{relpath!r} is missing")
+                elif found[name] != size:
+                    problems.append(
+                        f"{relpath!r} has {found[name]} bytes, the writer reported {size}"
+                    )
+        if problems:
+            raise UnreadableFilesError(
+                f"{ctx.label}: refusing to commit {len(problems)} of {len(written)} file(s) the "
+                f"driver cannot read as written ({'; '.join(problems[:3])}). Either they were "
+                "deleted or changed before the commit (a cleanup younger than the longest "
+                "batch: raise --older-than-hours), or the executors wrote them where the driver "
+                "cannot see them (memory://, or a local path that is not one folder shared by "
+                "every machine): write to a shared folder or an object store. Nothing was "
+                "published; the batch's replay writes it again."
+            )
+
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
-        sink_log = self._log()
-        files = sink_log.listing()
-        if not files:
-            sink_log.check_folder()
-            return None
-        _, current = sink_log.current(files)
-        found = _proof_of([p for f in current for p in f.proofs], ctx)
+        self._check_store()
+        view = self._view()
+        with view.lock:
+            view.refresh()
+            if not view.files:
+                view.folder.check_folder()
+                return None
+            found = _proof_of(view.proofs(), ctx)
         return found.proof if found else None
 
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> FilesState:
         opts = self.options
-        self._check_publishable()
+        self._check_store()
+        if self._store().kind() == "memory" and in_spark_application():
+            raise ConfigurationError(
+                "sink 'files': memory:// lives in one process, but Spark runs the write tasks "
+                "in other processes (its executors' Python workers), so the driver would never "
+                "see their files. Write to a folder the driver and every executor share (a "
+                "shared mount, s3://, gs://, abfss://); memory:// serves runs that write in "
+                "the driver's own process (eosink.testing.local.LocalRunner)."
+            )
         names = list(schema.names)
         missing = [c for c in opts.partition_by if c not in names]
         if missing:
@@ -251,27 +268,27 @@ class FilesSink(FilesCommands, eosink.Sink):
                 "sink 'files': every column is a partition column, so the files would hold no "
                 "data; leave at least one column out of partitionBy"
             )
-        sink_log = self._log()
-        files = sink_log.listing()
-        if not files:
-            sink_log.check_folder()
-        else:
-            _, current = sink_log.current(files)
-            proofs = [p for f in current for p in f.proofs]
-            if proofs:
-                last = max(proofs, key=lambda p: p.log_id)
-                if last.format and last.format != opts.format:
-                    raise ConfigurationError(
-                        f"sink 'files': the folder holds {last.format} files but this sink writes "
-                        f"{opts.format}; Spark reads a folder in one format. Set format="
-                        f"{last.format!r} or write to another folder."
-                    )
-                if tuple(last.partition_by) != tuple(opts.partition_by):
-                    raise ConfigurationError(
-                        f"sink 'files': the folder is partitioned by {list(last.partition_by)} but "
-                        f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
-                        "mix layouts. Use the folder's partitionBy or write to another folder."
-                    )
+        view = self._view()
+        with view.lock:
+            if not view.loaded:  # is_committed read the log just before, in this process
+                view.refresh()
+            if not view.files:
+                view.folder.check_folder()
+            proofs = view.proofs()
+        if proofs:
+            last = max(proofs, key=lambda p: p.log_id)
+            if last.format and last.format != opts.format:
+                raise ConfigurationError(
+                    f"sink 'files': the folder holds {last.format} files but this sink writes "
+                    f"{opts.format}; Spark reads a folder in one format. Set format="
+                    f"{last.format!r} or write to another folder."
+                )
+            if tuple(last.partition_by) != tuple(opts.partition_by):
+                raise ConfigurationError(
+                    f"sink 'files': the folder is partitioned by {list(last.partition_by)} but "
+                    f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
+                    "mix layouts. Use the folder's partitionBy or write to another folder."
+                )
         store = self._store()
         if store.kind() in ("file", "memory"):
             store.makedirs(LOG_DIR)  # marks the folder as a sink folder; nothing readable yet
@@ -285,99 +302,103 @@ class FilesSink(FilesCommands, eosink.Sink):
         messages: list[FilesMessage | None],
         proof: Proof,
     ) -> None:
-        store, opts = self._store(), self.options
         self._check_publishable()
-        sink_log = self._log()
+        store, view = self._store(), self._view()
         written = [f for m in messages if m is not None for f in m.files]
+        self._check_readable(ctx, written, sum(m.rows for m in messages if m is not None))
         file_lines = [
             FileEntry(store.uri(f.relpath), f.size, f.modification_time).to_line() for f in written
         ]
-        for round_ in range(1000):
-            files = sink_log.listing()
-            if not files and round_ == 0:
-                sink_log.check_folder()
-            current = sink_log.current(files)[1] if files else []
-            proofs = [p for f in current for p in f.proofs]
-            done = _proof_of(proofs, ctx)
-            if done is not None:
-                raise AlreadyCommitted(
-                    f"{ctx.label}: the log already holds batch {done.proof.batch_id} of this "
-                    f"writer (entry {done.log_id})"
-                )
-            next_id = max(files) + 1 if files else 0
-            log_id, compact, fillers = placement(files, next_id, ctx.mode, opts.compact_interval)
-            lost = False
-            for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
-                if not store.publish(f"{LOG_DIR}/{filler}", render([], [])):
-                    lost = True
-                    break
-            if lost:
-                continue
-            entry = ProofEntry(
-                proof, state.attempt, log_id, opts.format, opts.partition_by, ctx.mode
-            )
-            started = time.monotonic()
-            if compact:
-                carried = latest_proofs([*proofs, entry])
-                body = b""
-                if ctx.mode != "complete":  # the entries so far, copied as raw bytes
-                    bodies = [self._log_body(sink_log, f) if f.compact else f.body for f in current]
-                    body = b"\n".join(b.strip(b"\n") for b in bodies if b.strip())
-                data = render([p.to_line(sink_log.log_uri) for p in carried], file_lines, body)
-            else:
-                data = render([entry.to_line(sink_log.log_uri)], file_lines)
-            published = store.publish(
-                f"{LOG_DIR}/{log_name(log_id, compact)}",
-                data,
-                crash=lambda: crash_point("commit:manifest-staged"),
-            )
-            if not published:
+        # A view read before (by this batch's is_committed) need not be read again first
+        # where publishing is atomic: log ids are dense, so if anything was published since,
+        # the next id is taken, the create-if-absent fails and the next round reads the log.
+        # That saves a round trip to an object store per batch.
+        trust_view = view.loaded and store.atomic_publish() and not self.options.single_writer
+        with view.lock:
+            for round_ in range(1000):
+                if round_ or not trust_view:
+                    view.refresh()
+                if not view.files and round_ == 0:
+                    view.folder.check_folder()
+                if self._publish(ctx, state, proof, view, file_lines):
+                    crash_point("commit:manifest-published")
+                    self._expire(view)
+                    return
                 log.info(
-                    "files.commit_race", writer=ctx.writer_id, batch=ctx.batch_id, entry=log_id
+                    "files.commit_race", writer=ctx.writer_id, batch=ctx.batch_id, entry=view.latest
                 )
-                continue
-            crash_point("commit:manifest-published")
-            if compact:
-                log.info(
-                    "files.log_compacted",
-                    entry=log_id,
-                    bytes=len(data),
-                    mode=ctx.mode,
-                    duration_ms=round((time.monotonic() - started) * 1000, 2),
-                )
-                self._expire_log({**files, **{f: False for f in fillers}, log_id: True})
-            return
         raise ManifestError(f"{ctx.label}: could not publish a log entry after 1000 races")
 
-    @staticmethod
-    def _log_body(sink_log: SinkLog, header: LogFile) -> bytes:
-        relpath = f"{LOG_DIR}/{log_name(header.log_id, header.compact)}"
-        data = sink_log.store.read_bytes(relpath)  # no JSON parsing: the entries are copied
-        return parse(data, header.log_id, header.compact, header_only=True).body
+    def _publish(
+        self,
+        ctx: BatchContext,
+        state: FilesState,
+        proof: Proof,
+        view: LogView,
+        file_lines: list[str],
+    ) -> bool:
+        """Publish this batch's log file at the next free id; False when another took it."""
+        opts, store = self.options, self._store()
+        proofs = view.proofs()
+        done = _proof_of(proofs, ctx)
+        if done is not None:
+            raise AlreadyCommitted(
+                f"{ctx.label}: the log already holds batch {done.proof.batch_id} of this "
+                f"writer (entry {done.log_id})"
+            )
+        files = view.window()
+        log_id, compact, fillers = placement(
+            files, view.latest + 1, ctx.mode, opts.compact_interval
+        )
+        for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
+            empty = render([], [])
+            if not store.publish(f"{LOG_DIR}/{filler}", empty, overwrite=filler == view.torn):
+                return False
+            view.record(LogFile(filler, False, [], files=[]))
+        entry = ProofEntry(proof, state.attempt, log_id, opts.format, opts.partition_by, ctx.mode)
+        uri = view.folder.log_uri
+        closing = closing_line(log_id, uri)
+        started = time.monotonic()
+        if compact:
+            carried = latest_proofs([*proofs, entry])
+            head = "\n".join([VERSION_LINE, *(p.to_line(uri) for p in carried)]).encode()
+            plan = view.plan if ctx.mode != "complete" else []  # complete: only the new files
+            written = _Counted(_compact_chunks(view, head, plan, file_lines, closing))
+            record = LogFile(log_id, True, carried, body_start=len(head) + 1)
+            data: Any = written
+        else:
+            body = "\n".join(file_lines).encode()
+            data = render([entry.to_line(uri)], file_lines, b"", closing)
+            record = LogFile(log_id, False, [entry], body=body)
+        published = store.publish(
+            f"{LOG_DIR}/{log_name(log_id, compact)}",
+            data,
+            crash=lambda: crash_point("commit:manifest-staged"),
+            overwrite=log_id == view.torn,
+        )
+        if not published:
+            return False
+        if compact:
+            record.body_end = written.size - len(closing.encode()) - 1
+            log.info(
+                "files.log_compacted",
+                entry=log_id,
+                bytes=written.size,
+                mode=ctx.mode,
+                duration_ms=round((time.monotonic() - started) * 1000, 2),
+            )
+        view.record(record)
+        return True
 
-    def _expire_log(self, files: dict[int, bool]) -> None:
-        """Delete log files no reader needs any more: older than the second-latest compact."""
-        delay = self.options.log_cleanup_delay_s
-        compacts = sorted((i for i, c in files.items() if c), reverse=True)
-        if delay < 0 or len(compacts) < 3:
-            return
-        keep_from = compacts[1]
-        store = self._store()
-        cutoff = (time.time() - delay) * 1000
-        removed = 0
+    def _expire(self, view: LogView) -> None:
+        """Delete a few obsolete log files; best effort (the next commit carries on)."""
         try:
-            for log_id, compact in files.items():
-                if log_id >= keep_from:
-                    continue
-                rel = f"{LOG_DIR}/{log_name(log_id, compact)}"
-                _, mtime = store.stat(rel)
-                if mtime <= cutoff:
-                    store.delete(rel)
-                    removed += 1
-        except Exception as exc:  # noqa: BLE001 - best effort; the next compaction retries
+            removed = view.expire(self.options.log_cleanup_delay_s)
+        except Exception as exc:  # noqa: BLE001 - the batch is committed; never fail it here
             log.warning("files.log_expire_failed", error=type(exc).__name__)
+            return
         if removed:
-            log.debug("files.log_expired", removed=removed, kept_from=keep_from)
+            log.debug("files.log_expired", removed=removed)
 
     @hookimpl
     def abort(self, ctx: BatchContext, state: FilesState | None, messages: list[Any]) -> None:
@@ -388,11 +409,10 @@ class FilesSink(FilesCommands, eosink.Sink):
         ]
         if not written:
             return
-        sink_log = self._log()
-        files = sink_log.listing()
-        if files:
-            _, current = sink_log.current(files)
-            if any(p.attempt == state.attempt for f in current for p in f.proofs):
+        view = self._view()
+        with view.lock:
+            view.refresh()
+            if any(p.attempt == state.attempt for p in view.proofs()):
                 return  # this attempt's commit went through: its files are published data
         store = self._store()
         for relpath in written:

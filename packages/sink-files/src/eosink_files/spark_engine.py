@@ -5,7 +5,8 @@ on the whole write (``bench_throughput`` prints both), so where Spark can write 
 itself the sink lets it:
 
 1. Spark writes the batch (format, compression, ``partitionBy``) into this attempt's hidden
-   staging folder, ``_eosink_staging/<attempt>``; an ``Observation`` counts the rows.
+   staging folder, ``_eosink_staging/<attempt>`` (the core's ``stage_dataframe``, which also
+   counts the rows for the proof).
 2. The driver moves the part files into their Hive folders. No manifest lists them yet, so
    Spark's reader and :mod:`eosink_files.reader` do not see them.
 3. ``commit`` publishes them like files written by ``write``; ``abort`` deletes them.
@@ -24,7 +25,7 @@ import os
 from typing import Any
 
 from eosink import ConfigurationError
-from eosink.spark import MICROS_TIMESTAMPS, is_classic, session_conf
+from eosink.spark import is_classic, stage_dataframe
 from eosink_files.options import FilesOptions, default_sizes
 from eosink_files.store import Store
 from eosink_files.writers import WrittenFile
@@ -60,43 +61,30 @@ def chooses_spark(options: FilesOptions, store: Store, df: Any) -> bool:
 def stage(
     store: Store, options: FilesOptions, df: Any, attempt: str
 ) -> tuple[list[WrittenFile], int]:
-    """Write ``df`` with Spark into the attempt's staging folder, then move its files into place.
+    """Let Spark stage ``df`` in the attempt's staging folder, then move its files into place.
 
-    Returns the moved files (relative paths, sizes, times) and the row count. On failure the
-    files moved so far and the staging folder are removed and the error re-raised.
+    Returns the moved files (relative paths, sizes, times) and the row count the core observed.
+    On failure the files moved so far are removed and the error re-raised.
     """
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    staging = f"{STAGING_DIR}/{attempt}"
-    observation = Observation()
-    writer = (
-        df.observe(observation, F.count(F.lit(1)).alias("rows"))
-        .write.format(options.format)
-        .option("compression", SPARK_CODECS.get(options.codec, options.codec))
-        # no _SUCCESS marker: the manifest says what is committed
-        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-    )
+    spark_options = {"compression": SPARK_CODECS.get(options.codec, options.codec)}
     if options.format == "csv":
-        writer = writer.option("header", str(options.csv_header).lower())
-    if options.partition_by:
-        writer = writer.partitionBy(*options.partition_by)
+        spark_options["header"] = str(options.csv_header).lower()
+    staging = f"{STAGING_DIR}/{attempt}"
     moved: list[WrittenFile] = []
     try:
-        with session_conf(df.sparkSession, *MICROS_TIMESTAMPS):  # the arrow engine's types
-            writer.save("file://" + os.path.join(store.location, staging))
-        rows = int(observation.get["rows"])
-        for relpath, _size, _mtime in list(store.walk(staging)):
-            inside = relpath[len(staging) + 1 :]
-            if not inside.rsplit("/", 1)[-1].startswith("part-"):
-                continue  # Hadoop's .crc side files
-            store.move(relpath, inside)
-            size, mtime = store.stat(inside)
-            moved.append(WrittenFile(inside, size, mtime, 0))
+        with stage_dataframe(
+            df,
+            os.path.join(store.location, staging),
+            format=options.format,
+            options=spark_options,
+            partition_by=options.partition_by,
+        ) as staged:
+            for f in staged.files:
+                store.move(f"{staging}/{f.relpath}", f.relpath)
+                size, mtime = store.stat(f.relpath)
+                moved.append(WrittenFile(f.relpath, size, mtime, 0))
     except BaseException:
         for f in moved:
             store.delete(f.relpath)
         raise
-    finally:
-        store.delete_tree(staging)
-    return moved, rows
+    return moved, staged.rows

@@ -21,11 +21,12 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from eosink import ConfigurationError
+from eosink.options import MASK, secret_values
 
 #: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.
 CONDITIONAL_CREATE = {"s3", "s3a", "gcs", "gs", "abfs", "abfss", "az"}
@@ -34,7 +35,85 @@ CONDITIONAL_CREATE = {"s3", "s3a", "gcs", "gs", "abfs", "abfss", "az"}
 #: ``Path.toUri`` does: everything else is percent-encoded, "%" included.
 URI_SAFE = "/:@!$&'()*+,;=-._~"
 
+#: The scheme of each fsspec protocol in the paths Spark's Hadoop filesystems resolve:
+#: hadoop-aws reads ``s3a://``, the GCS connector ``gs://``, hadoop-azure ``abfss://``.
+#: Protocols not named here keep their own name (``file``, ``hdfs``, ``memory``...).
+SPARK_SCHEMES = {
+    "s3": "s3a",
+    "s3a": "s3a",
+    "s3n": "s3a",
+    "gs": "gs",
+    "gcs": "gs",
+    "abfs": "abfss",
+    "abfss": "abfss",
+    "az": "abfss",
+}
+AZURE = {"abfs", "abfss", "az", "wasb", "wasbs"}
+#: Schemes that name the same store, for reading back paths written with either spelling.
+_FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
+
+#: Where the access probe of an object store is written (Spark's reader and the cleanup skip
+#: folders whose names start with "_").
+PROBE_DIR = "_eosink_probe"
+
 _memory_lock = threading.Lock()
+
+#: What a log file is published from: its bytes, or its chunks (a compaction streams them).
+Data = Union[bytes, Iterable[bytes]]
+
+
+def chunks(data: Data) -> Iterable[bytes]:
+    return (data,) if isinstance(data, bytes) else data
+
+
+def spark_root_uri(
+    location: str,
+    *,
+    scheme: str | None = None,
+    account: str | None = None,
+    root: str | None = None,
+) -> str:
+    """The folder at fsspec URL ``location`` as the URI Spark resolves, the manifest's prefix.
+
+    ``scheme`` overrides the default (e.g. ``s3`` where EMRFS reads ``s3://``). Azure paths
+    name the container *and* the storage account (``abfss://c@a.dfs.core.windows.net/...``);
+    adlfs takes the account from the URL or its options, so ``account`` supplies it when the
+    URL has none. ``root`` is fsspec's path of the folder, used for the protocols Spark reads
+    by their own name.
+    """
+    protocol, _, rest = location.partition("://")
+    protocol = protocol.lower()
+    target = (scheme or SPARK_SCHEMES.get(protocol, protocol)).lower()
+    if protocol in AZURE:
+        netloc, _, path = rest.partition("/")
+        container, _, host = netloc.partition("@")
+        account = host.split(".", 1)[0] if host else account
+        if not account:
+            raise ConfigurationError(
+                f"sink 'files': Spark's reader needs the storage account in each manifest path, "
+                f"but {safe_url(location)!r} does not name it; give the path as "
+                "abfss://<container>@<account>.dfs.core.windows.net/<folder>"
+            )
+        domain = "blob" if target.startswith("wasb") else "dfs"
+        path = path.strip("/")
+        return f"{target}://{container}@{account}.{domain}.core.windows.net" + (
+            "/" + quote(path, safe=URI_SAFE) if path else ""
+        )
+    if protocol not in SPARK_SCHEMES and root is not None:
+        rest = root
+    lead = "/" if rest.startswith("/") else ""
+    return f"{target}://{lead}{quote(rest.strip('/'), safe=URI_SAFE)}"
+
+
+def _canonical(uri: str) -> tuple[str, str]:
+    """``(store, path)`` of a manifest URI, the same for every spelling of one store's path."""
+    parts = urlsplit(uri)
+    scheme = (parts.scheme or "file").lower()
+    family = _FAMILY.get(scheme, scheme)
+    if family == "file":  # "file:/x", "file:///x" and "file://host/x" all mean /x here
+        return family, unquote(parts.path)
+    netloc = parts.netloc.split("@", 1)[0] if family == "azure" else parts.netloc
+    return family, unquote(netloc + parts.path)
 
 
 def safe_url(url: str) -> str:
@@ -56,15 +135,14 @@ class Store:
         return f"{self.root_uri}/{quote(relpath, safe=URI_SAFE)}"
 
     def relpath_of(self, uri: str) -> str | None:
-        """The path relative to the folder of a manifest entry's URI, or None if outside it."""
-        mine, theirs = urlsplit(self.root_uri), urlsplit(uri)
-        if (theirs.scheme or "file") != (mine.scheme or "file"):
-            return None
-        root = unquote(mine.netloc + mine.path).rstrip("/") + "/"
-        path = unquote(theirs.netloc + theirs.path)
-        if mine.scheme == "file":  # "file:/x", "file:///x" and "file://host/x" all mean /x here
-            root, path = unquote(mine.path).rstrip("/") + "/", unquote(theirs.path)
-        return path[len(root) :] if path.startswith(root) else None
+        """The path relative to the folder of a manifest entry's URI, or None if outside it.
+
+        Any spelling of the store is accepted (``s3a://`` and ``s3://``, an Azure path with or
+        without its account), so folders written by Spark's own sink read back too.
+        """
+        (mine, root), (theirs, path) = _canonical(self.root_uri), _canonical(uri)
+        root = root.rstrip("/") + "/"
+        return path[len(root) :] if mine == theirs and path.startswith(root) else None
 
     # The filesystem operations every store implements.
     def kind(self) -> str:
@@ -75,6 +153,10 @@ class Store:
 
     def exists(self, relpath: str = "") -> bool:
         ...
+
+    def existing(self, relpaths: list[str]) -> set[str]:
+        """Which of these files exist (object stores: one round trip for all)."""
+        return {r for r in relpaths if self.is_file(r)}
 
     def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
         ...  # (name, is_dir)
@@ -94,6 +176,9 @@ class Store:
     def stat(self, relpath: str) -> tuple[int, int]:
         ...  # size, mtime in ms
 
+    def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
+        ...  # size of each of ``names`` found in ``folder`` (missing names are left out)
+
     def delete(self, relpath: str) -> None:
         ...
 
@@ -103,14 +188,20 @@ class Store:
     def move(self, relpath: str, to: str) -> None:
         ...  # rename within the folder; parent folders of ``to`` are created
 
-    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
-        ...
+    def publish(self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False) -> bool:
+        ...  # create only if absent; ``overwrite``: replace a torn file (single-writer mode)
+
+    def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
+        ...  # the file's size and its last ``size`` bytes (all of a smaller file)
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
         ...  # rel, size, mtime
 
     def atomic_publish(self) -> bool:
         return True
+
+    def check_access(self, conditional: bool) -> None:
+        """Refuse, before anything is written, a store this process cannot use (see FsspecStore)."""
 
 
 class LocalStore(Store):
@@ -159,6 +250,17 @@ class LocalStore(Store):
         st = os.stat(self._p(relpath))
         return st.st_size, int(st.st_mtime * 1000)
 
+    def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
+        # One stat per name: a system call, not a request, while a listing of a folder that
+        # holds the table's history would cost O(table).
+        out = {}
+        for name in names:
+            try:
+                out[name] = os.stat(self._p(f"{folder}/{name}" if folder else name)).st_size
+            except FileNotFoundError:
+                pass
+        return out
+
     def delete(self, relpath: str) -> None:
         try:
             os.unlink(self._p(relpath))
@@ -173,15 +275,24 @@ class LocalStore(Store):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         os.rename(self._p(relpath), target)
 
-    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+    def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
+        with open(self._p(relpath), "rb") as f:
+            total = os.fstat(f.fileno()).st_size
+            f.seek(max(0, total - size))
+            return total, f.read()
+
+    def publish(self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False) -> bool:
         final = self._p(relpath)
+        if overwrite:
+            self.delete(relpath)
         folder = os.path.dirname(final)
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                for chunk in chunks(data):
+                    f.write(chunk)
                 f.flush()
                 os.fsync(f.fileno())
             if crash:
@@ -211,25 +322,42 @@ class LocalStore(Store):
 
 
 class FsspecStore(Store):
-    def __init__(self, location: str) -> None:
+    def __init__(
+        self,
+        location: str,
+        manifest_scheme: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
         import fsspec
+
+        from eosink_files.options import fsspec_options
 
         self.location = location
         self.protocol = location.split("://", 1)[0].lower()
+        self.secrets = secret_values(storage_options or {})
+        self.access_checked = False
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(location)
+            self.fs, self.root = fsspec.core.url_to_fs(
+                location, **fsspec_options(storage_options or {})
+            )
         except (ImportError, ValueError) as exc:
             raise ConfigurationError(
-                f"sink 'files': no filesystem for {safe_url(location)!r} ({exc}); install the "
-                f"fsspec implementation of {self.protocol!r} (e.g. s3fs for s3://, gcsfs for "
-                "gs://, adlfs for abfs://)"
+                f"sink 'files': no filesystem for {safe_url(location)!r} "
+                f"({self.scrub(str(exc))}); install the fsspec implementation of "
+                f"{self.protocol!r} (e.g. s3fs for s3://, gcsfs for gs://, adlfs for abfs://)"
+            ) from None
+        except TypeError as exc:  # an option the filesystem does not take
+            raise ConfigurationError(
+                f"sink 'files': the {self.protocol!r} filesystem does not take these "
+                f"storage_options ({self.scrub(str(exc))}); see its documentation for the "
+                "keyword arguments it accepts"
             ) from None
         self.root = self.root.rstrip("/")
-        stripped = self.root.lstrip("/")
-        self.root_uri = (
-            f"{self.protocol}://"
-            + ("/" if self.root.startswith("/") else "")
-            + quote(stripped, safe=URI_SAFE)
+        self.root_uri = spark_root_uri(
+            location,
+            scheme=manifest_scheme,
+            account=getattr(self.fs, "account_name", None),
+            root=self.root,
         )
 
     def kind(self) -> str:
@@ -238,11 +366,101 @@ class FsspecStore(Store):
     def atomic_publish(self) -> bool:
         return self.protocol == "memory" or self.protocol in CONDITIONAL_CREATE
 
+    def scrub(self, text: str) -> str:
+        """``text`` (an error's) with every credential of the storage options masked."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def check_access(self, conditional: bool) -> None:
+        """Write, read back and delete a probe object, once per store: refuse a store this
+        process cannot use (wrong credentials, a missing bucket, an endpoint that refuses
+        connections, no right to write) before any data is written.
+
+        ``conditional``: also create the probe a second time, exclusively, and refuse a store
+        that lets it (an S3-compatible store that ignores ``If-None-Match``): there two writers
+        could both publish the same log entry.
+        """
+        if self.access_checked or self.protocol == "memory":
+            return
+        probe = f"{PROBE_DIR}/{uuid.uuid4().hex}"
+        where = safe_url(self.location)
+        try:
+            with self.fs.open(self._p(probe), "xb") as f:
+                f.write(b"eosink-files access probe\n")  # not empty: s3fs sends empty files
+            self.read_bytes(probe)  # unconditionally
+            if conditional:
+                try:
+                    with self.fs.open(self._p(probe), "xb") as f:
+                        f.write(b"eosink-files access probe, again\n")
+                except FileExistsError:
+                    pass
+                else:
+                    raise ConfigurationError(
+                        f"sink 'files': the store of {where!r} does not honour conditional "
+                        "create (a second exclusive create of one object succeeded: "
+                        "If-None-Match is ignored), so two writers (or a restarted query and "
+                        "its zombie) could both publish the same log entry. Use a store that "
+                        "honours it (AWS S3, GCS, Azure, MinIO...), or, if exactly one query at a "
+                        "time writes this folder, set single_writer=true."
+                    )
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every client error is a refusal here
+            raise ConfigurationError(self._access_error(where, exc)) from None
+        try:
+            self.fs.rm_file(self._p(probe))
+        except Exception:  # noqa: BLE001, S110 - a leftover probe is harmless
+            pass
+        self.access_checked = True
+
+    def _access_error(self, where: str, exc: BaseException) -> str:
+        reason = self.scrub(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, PermissionError):
+            text = str(exc).lower()
+            if any(w in text for w in ("accessdenied", "access denied", "forbidden", "403")):
+                return (
+                    f"sink 'files': the store refused to let these credentials write, read or "
+                    f"delete in {where!r} ({reason}). Grant them put, get, list and delete "
+                    "rights on the folder (e.g. s3:PutObject, s3:GetObject, s3:ListBucket, "
+                    "s3:DeleteObject). Nothing was written."
+                )
+            return (
+                f"sink 'files': the store refused the credentials for {where!r} ({reason}). "
+                "Check the key and secret (storage_options key/secret, or the environment's "
+                "credentials) and that they belong to this endpoint. Nothing was written."
+            )
+        if isinstance(exc, FileNotFoundError):
+            return (
+                f"sink 'files': the bucket (or container) of {where!r} does not exist ({reason}). "
+                "Create it, or fix the path. Nothing was written."
+            )
+        return (
+            f"sink 'files': could not reach the store of {where!r} ({reason}). Check the "
+            "endpoint (storage_options endpoint_url / client_kwargs), the network and the "
+            "credentials. Nothing was written."
+        )
+
     def _p(self, relpath: str) -> str:
         return f"{self.root}/{relpath}" if relpath else self.root
 
     def is_file(self, relpath: str = "") -> bool:
         return self.fs.isfile(self._p(relpath))
+
+    def existing(self, relpaths: list[str]) -> set[str]:
+        # The first byte of each, concurrently where the filesystem is asynchronous (s3fs,
+        # gcsfs, adlfs): one GET each, where exists() costs a HEAD and, for a missing key, a
+        # listing too. Only non-empty files are asked about (log files).
+        paths = [self._p(r) for r in relpaths]
+        got = self.fs.cat_ranges(paths, [0] * len(paths), [1] * len(paths), on_error="return")
+        out = set()
+        for relpath, result in zip(relpaths, got):
+            if isinstance(result, FileNotFoundError):
+                continue
+            if isinstance(result, BaseException):
+                raise result
+            out.add(relpath)
+        return out
 
     def exists(self, relpath: str = "") -> bool:
         return self.fs.exists(self._p(relpath))
@@ -282,6 +500,23 @@ class FsspecStore(Store):
             mtime = mtime.timestamp()
         return int(info["size"]), int(float(mtime or time.time()) * 1000)
 
+    def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
+        # One listing per folder, not one request per file.
+        wanted = set(names)
+        base = self._p(folder).rstrip("/")
+        try:
+            entries = self.fs.ls(base, detail=True, refresh=True)
+        except TypeError:  # filesystems without a refresh flag
+            entries = self.fs.ls(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for e in entries:
+            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
+            if name in wanted and e.get("type") != "directory":
+                out[name] = int(e.get("size") or 0)
+        return out
+
     def delete(self, relpath: str) -> None:
         try:
             self.fs.rm_file(self._p(relpath))
@@ -297,27 +532,37 @@ class FsspecStore(Store):
     def move(self, relpath: str, to: str) -> None:
         self.fs.mv(self._p(relpath), self._p(to))
 
-    def publish(self, relpath: str, data: bytes, crash: Any = None) -> bool:
+    def read_tail(self, relpath: str, size: int) -> tuple[int, bytes]:
+        path = self._p(relpath)
+        total = self.fs.size(path)
+        return total, self.fs.cat_file(path, start=max(0, total - size))
+
+    def publish(self, relpath: str, data: Data, crash: Any = None, overwrite: bool = False) -> bool:
         path = self._p(relpath)
         if crash:
             crash()
+        if overwrite:
+            self.delete(relpath)
         if self.protocol == "memory":
             with _memory_lock:  # the memory store is this process's: a lock makes it atomic
                 if self.fs.exists(path):
                     return False
-                self.fs.pipe_file(path, data)
+                self.fs.pipe_file(path, b"".join(chunks(data)))
                 return True
         if self.protocol in CONDITIONAL_CREATE:
             try:
                 with self.fs.open(path, "xb") as f:  # the store refuses if the name exists
-                    f.write(data)
+                    for chunk in chunks(data):
+                        f.write(chunk)
             except FileExistsError:
                 return False
             return True
         # single-writer mode (checked by the sink): no concurrent writer can race this check
         if self.fs.exists(path):
             return False
-        self.fs.pipe_file(path, data)
+        with self.fs.open(path, "wb") as f:
+            for chunk in chunks(data):
+                f.write(chunk)
         return True
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
@@ -338,8 +583,12 @@ class FsspecStore(Store):
             yield rel, int(info.get("size") or 0), int(float(mtime or 0) * 1000)
 
 
-def open_store(location: str) -> Store:
+def open_store(
+    location: str,
+    manifest_scheme: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Store:
     """The store of a normalized location (see ``FilesOptions.path``)."""
     if "://" not in location:
         return LocalStore(location)
-    return FsspecStore(location)
+    return FsspecStore(location, manifest_scheme, storage_options)

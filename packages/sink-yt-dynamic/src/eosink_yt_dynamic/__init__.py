@@ -2,12 +2,14 @@
 
 ``eosink.sink("yt-dynamic", proxy=..., path="//home/x/out")`` or
 ``.format("eosink-yt-dynamic")``; helpers to get the key right: :func:`with_queue_id`,
-:func:`with_source_key`, :func:`create_output_table`, :func:`mount_table`.
+:func:`with_source_key`, :func:`create_output_table`, :func:`mount_table`; and to retire a
+writer whose rows another writer takes over: :func:`retire_writer`.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from eosink_yt_dynamic.keys import SPYT_ROW_INDEX, SPYT_TABLET_INDEX
+from eosink_yt_dynamic.progress import retire_writer
 from eosink_yt_dynamic.sink import YtDynamicOptions, YtDynamicSink, read_table
 from eosink_yt_dynamic.spark import with_queue_id, with_source_key
 from eosink_yt_dynamic.tables import create_output_table, mount_table, output_columns
@@ -26,6 +28,7 @@ __all__ = [
     "mount_table",
     "output_columns",
     "read_table",
+    "retire_writer",
     "with_queue_id",
     "with_source_key",
 ]

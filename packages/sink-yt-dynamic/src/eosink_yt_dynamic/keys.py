@@ -13,7 +13,6 @@ shuffled chunk degrades gracefully (at most one interval per row, still exact).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -232,34 +231,61 @@ def key_runs(chunk: pa.Table, plan: KeyPlan, path: str = "") -> Runs:
     return out
 
 
-def encode_runs(runs: Runs) -> str:
-    return json.dumps([[values, flat.tolist()] for values, flat in runs], separators=(",", ":"))
+def first_common(mine: np.ndarray, theirs: np.ndarray) -> int | None:
+    """The first row index in both sets of runs (flat ``[start0, end0, ...]``), or None."""
+    other = theirs.reshape(-1, 2)
+    other = other[np.argsort(other[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(other[:, 1])
+    pairs = mine.reshape(-1, 2)
+    # runs of theirs starting before my end; does any of them end after my start?
+    before = np.searchsorted(other[:, 0], pairs[:, 1], side="left")
+    meets = (before > 0) & (reach[np.maximum(before, 1) - 1] > pairs[:, 0])
+    if not meets.any():
+        return None
+    i = int(np.argmax(meets))
+    start, candidates = pairs[i, 0], other[: before[i]]
+    return int(max(start, candidates[candidates[:, 1] > start][:, 0].min()))
 
 
-def decode_runs(text: str) -> Runs:
-    return [(values, np.asarray(flat, dtype=np.int64)) for values, flat in json.loads(text)]
+#: Width, in row indexes, of the slices the registrations table is keyed by (see
+#: :func:`bucketed`): a chunk of contiguous rows touches one or two of them.
+BUCKET_ROWS = 1 << 16
 
 
-def find_overlap(mine: Runs, others: Sequence[Runs]) -> tuple[list[Any], int] | None:
-    """A key present both in ``mine`` and in one of ``others``: (group values, row index)."""
-    theirs: dict[str, list[np.ndarray]] = {}
-    for runs in others:
-        for values, flat in runs:
-            theirs.setdefault(json.dumps(values), []).append(flat)
-    for values, flat in mine:
-        found = theirs.get(json.dumps(values))
-        if not found:
-            continue
-        other = np.concatenate(found).reshape(-1, 2)
-        other = other[np.argsort(other[:, 0], kind="stable")]
-        max_end = np.maximum.accumulate(other[:, 1])
-        for start, end in flat.reshape(-1, 2):
-            # intervals of others starting before my end; does any of them end after my start?
-            n = int(np.searchsorted(other[:, 0], end, side="left"))
-            if n and max_end[n - 1] > start:
-                hit = other[:n][other[:n, 1] > start]
-                return values, int(max(start, hit[:, 0].min()))
-    return None
+def bucketed(runs: Runs) -> dict[tuple[Any, ...], tuple[list[Any], np.ndarray]]:
+    """The runs cut at multiples of :data:`BUCKET_ROWS`: ``(group, bucket) -> (group, runs)``.
+
+    Two chunks share a key only if they share its bucket, so a chunk compares itself with the
+    registrations of the buckets it touches and nothing else.
+    """
+    out: dict[tuple[Any, ...], tuple[list[Any], np.ndarray]] = {}
+    for values, flat in runs:
+        pairs = flat.reshape(-1, 2)
+        first, last = pairs[:, 0] // BUCKET_ROWS, (pairs[:, 1] - 1) // BUCKET_ROWS
+        pieces = last - first + 1
+        run = np.repeat(np.arange(len(pairs)), pieces)
+        bucket = first[run] + np.arange(len(run)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        starts = np.maximum(pairs[run, 0], bucket * BUCKET_ROWS)
+        ends = np.minimum(pairs[run, 1], (bucket + 1) * BUCKET_ROWS)
+        # runs are sorted and disjoint, so pieces come in bucket order
+        numbers, begin = np.unique(bucket, return_index=True)
+        bounds = list(begin[1:]) + [len(bucket)]
+        for number, lo, hi in zip(numbers.tolist(), begin.tolist(), bounds):
+            flat_piece = np.stack([starts[lo:hi], ends[lo:hi]], axis=1).ravel()
+            out[(*values, number)] = (values, flat_piece)
+    return out
+
+
+def union_runs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The union of two sets of runs (flat), touching runs joined: what a bucket now covers."""
+    pairs = np.concatenate([a, b]).reshape(-1, 2)
+    pairs = pairs[np.argsort(pairs[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(pairs[:, 1])
+    starts_new = np.ones(len(pairs), dtype=bool)
+    starts_new[1:] = pairs[1:, 0] > reach[:-1]
+    first = np.nonzero(starts_new)[0]
+    last = np.concatenate((first[1:] - 1, [len(pairs) - 1]))
+    return np.stack([pairs[first, 0], reach[last]], axis=1).ravel()
 
 
 def overlap_error(plan: KeyPlan, path: str, values: list[Any], row: int) -> ConfigurationError:

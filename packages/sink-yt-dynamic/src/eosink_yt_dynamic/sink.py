@@ -8,12 +8,14 @@ the table ends up the same however often a batch runs. Hence:
 * ``write`` (executors) upserts each partition in tablet transactions of at most
   ``rows_per_transaction`` rows, retried as a unit on conflicts and proxy faults; rows become
   visible as they are written (the idempotent receiver has no staging);
-* ``commit`` (driver) only records the proof (writer id, batch id) in
-  ``<output>_eosink_progress``, forward only, so that replays of long-committed batches are
-  skipped without rewriting them; correctness never depends on that proof;
+* ``commit`` (driver) only records the proof (writer id, batch id) of this output table in
+  ``<output>_eosink_progress`` (:mod:`eosink_yt_dynamic.progress`), forward only, so that
+  replays of long-committed batches are skipped without rewriting them; correctness never
+  depends on that proof;
 * ``init`` refuses every configuration under which a key would not name one source row (the
   seed's "Common configuration errors"), before anything is written; ``write`` refuses
-  duplicate and null keys before writing the rows that carry them.
+  duplicate and null keys (:mod:`eosink_yt_dynamic.registrations`) and rows another writer
+  wrote (:mod:`eosink_yt_dynamic.sources`) before writing the rows that carry them.
 """
 
 from __future__ import annotations
@@ -27,23 +29,33 @@ import pyarrow as pa
 import structlog
 
 import eosink
-from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink import BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
 from eosink_yt_dynamic.cli import YtDynamicCommands
-from eosink_yt_common import YtConnection, client_config_option, retry_unit, yt_rows
 from eosink_yt_dynamic.keys import (
     KeyPlan,
     check_no_null_keys,
-    decode_runs,
-    encode_runs,
-    find_overlap,
     key_runs,
     overlap_error,
     plan_key,
     renamed,
 )
+from eosink_yt_dynamic.progress import ProgressTable
+from eosink_yt_dynamic.registrations import Registrations, drop_registrations, ensure_keys_table
+from eosink_yt_dynamic.sources import (
+    Foreign,
+    Spans,
+    chunk_spans,
+    concurrent_error,
+    first_difference,
+    foreign_spans,
+    meeting,
+    merge_spans,
+    new_overlaps,
+    overwrite_error,
+    rows_within,
+)
 from eosink_yt_dynamic.tables import (
-    KEYS_SCHEMA,
-    PROGRESS_SCHEMA,
     ensure_dynamic_table,
     inspect_output,
     mount_table,
@@ -56,15 +68,13 @@ log = structlog.get_logger("eosink.yt_dynamic")
 YT_MAX_ROWS_PER_TRANSACTION = 100_000
 
 
-@attrs.frozen
-class YtDynamicOptions:
-    """Options of the ``yt-dynamic`` sink (Spark: ``.option("path", ...)``, case-insensitive)."""
+@attrs.frozen(kw_only=True)
+class YtDynamicOptions(YtClientOptions):
+    """Options of the ``yt-dynamic`` sink (Spark: ``.option("path", ...)``, case-insensitive);
+    ``proxy``, ``token``, ``proxy_discovery`` and ``client_config`` come from
+    :class:`eosink_yt_common.YtClientOptions`."""
 
-    proxy: str
     path: str
-    #: YT token; default: ``YT_TOKEN``, else ``~/.yt/token`` (read by the YT client). Never logged.
-    token: str | None = attrs.field(default=None, repr=False)
-    proxy_discovery: bool = True
     #: Output key column names of the source coordinates. SPYT's service columns
     #: ``__spyt_streaming_src_tablet_index``/``..._row_index`` are renamed to them on write.
     tablet_index_column: str = "tablet_index"
@@ -74,16 +84,15 @@ class YtDynamicOptions:
     #: (default: the row is overwritten whole, missing columns become null).
     update: bool = False
     rows_per_transaction: int = 50_000
-    #: Refuse keys that repeat within a batch (across partitions too), before writing them.
+    #: Refuse keys that repeat within a batch (across partitions too), and keys another writer
+    #: wrote when the key has no queue id, before writing them.
     check_duplicates: bool = True
     #: Create the output table from the rows' schema if missing, and mount it if unmounted.
     create_table: bool = False
-    #: Where proofs live; default ``<path>_eosink_progress``.
+    #: Where proofs live; default ``<path>_eosink_progress``. May be shared by several outputs.
     progress_path: str | None = None
     #: Where tasks register their key runs; default ``<path>_eosink_keys``.
     keys_path: str | None = None
-    #: Extra YT client configuration (YT's config keys), a dict or its JSON text.
-    client_config: dict[str, Any] = attrs.field(factory=dict, converter=client_config_option)
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("//") and not self.path.startswith("<"):
@@ -113,23 +122,24 @@ class WriteState:
 
     attempt: str
     plan: KeyPlan
+    #: The node id of the output table the batch writes into.
+    output_id: str
+    #: Other writers' source spans a chunk must not meet (empty when the check is off).
+    foreign: Foreign = ()
 
 
 @attrs.frozen
 class WriteMessage:
-    """What one task upserted: counts only."""
+    """What one task upserted: counts, and the source rows it covered."""
 
     partition_id: int
     rows: int
     chunks: int
+    sources: Spans = attrs.field(factory=dict)
 
     @property
     def files(self) -> int:  # the core's logs count "files": here, tablet transactions
         return self.chunks
-
-
-def _ql_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class YtDynamicSink(YtDynamicCommands, eosink.Sink):
@@ -147,28 +157,45 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
     def client(self) -> Any:
         return self.connection().client()
 
+    @property
+    def progress(self) -> ProgressTable:
+        return ProgressTable(self.options.progress_table, self.options.path)
+
+    def _output_id(self, client: Any) -> str | None:
+        """The node id of the output table (None if there is none): proofs are about it."""
+        from yt.wrapper.errors import YtResponseError
+
+        try:
+            return str(client.get(f"{self.options.path}/@id"))
+        except YtResponseError as exc:
+            if exc.is_resolve_error():
+                return None
+            raise
+
+    def _checks_sources(self, plan: KeyPlan) -> bool:
+        """Other writers' rows are checked when duplicates are and the key has no queue id
+        (with one, rows of different queues never share a key)."""
+        return self.options.check_duplicates and self.options.queue_id_column not in plan.key
+
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         client = self.client()
-        stored = self._stored_proof(client, ctx.writer_id)
-        if stored is not None and stored.batch_id >= ctx.batch_id:
-            return stored
-        return None
-
-    def _stored_proof(self, client: Any, writer_id: str) -> Proof | None:
-        table = self.options.progress_table
-        if not client.exists(table):
+        output_id = self._output_id(client)
+        if output_id is None or not self.progress.exists(client):
             return None
         try:
-            rows = list(client.lookup_rows(table, [{"writer_id": writer_id}]))
+            stored = self.progress.proof(client, output_id, ctx.writer_id)
         except Exception as exc:
             if getattr(exc, "is_tablet_not_mounted", lambda: False)():
+                table = self.options.progress_table
                 raise ConfigurationError(
                     f"progress table {table} is not mounted. Fix: `yt mount-table --sync {table}`"
                 ) from exc
             raise
-        return Proof.from_json(rows[0]["proof"]) if rows else None
+        if stored is not None and stored.batch_id >= ctx.batch_id:
+            return stored
+        return None
 
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> WriteState:
@@ -190,6 +217,7 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
             )
             ensure_dynamic_table(client, o.path, columns)
         table_schema = inspect_output(client, o.path)
+        output_id = self._output_id(client)
         plan = plan_key(
             schema,
             table_schema,
@@ -198,10 +226,16 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
             row_index_column=o.row_index_column,
             queue_id_column=o.queue_id_column,
         )
-        ensure_dynamic_table(client, o.progress_table, PROGRESS_SCHEMA)
+        self.progress.ensure(client)
+        others = self.progress.other_writers(client, output_id, ctx.writer_id)
         if o.check_duplicates:
-            ensure_dynamic_table(client, o.keys_table, KEYS_SCHEMA)
-        state = WriteState(attempt=uuid.uuid4().hex, plan=plan)
+            ensure_keys_table(client, o.keys_table)
+        state = WriteState(
+            attempt=uuid.uuid4().hex,
+            plan=plan,
+            output_id=output_id,
+            foreign=foreign_spans(others) if self._checks_sources(plan) else (),
+        )
         log.info(
             "yt_dynamic.init",
             path=o.path,
@@ -210,6 +244,7 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
             key=list(plan.key),
             renamed=dict(plan.rename),
             check_duplicates=o.check_duplicates,
+            other_writers=sorted(others),
         )
         return state
 
@@ -218,62 +253,29 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
         self, ctx: BatchContext, state: WriteState, messages: list[WriteMessage], proof: Proof
     ):
         client = self.client()
-        table = self.options.progress_table
+        check = None
+        if self._checks_sources(state.plan):
 
-        def record() -> None:
-            # Forward only: a proof never replaces one of the same or a later batch.
-            with client.Transaction(type="tablet", ping=False):
-                stored = [r for r in client.lookup_rows(table, [{"writer_id": ctx.writer_id}])]
-                if stored:
-                    if stored[0]["proof"] == proof.to_json():
-                        return  # our own write, whose commit reply was lost
-                    if stored[0]["batch_id"] >= ctx.batch_id:
-                        raise AlreadyCommitted(
-                            f"{ctx.label}: the proof of batch {stored[0]['batch_id']} is already "
-                            f"in {table}"
-                        )
-                client.insert_rows(
-                    table,
-                    [
-                        {
-                            "writer_id": ctx.writer_id,
-                            "batch_id": ctx.batch_id,
-                            "proof": proof.to_json(),
-                        }
-                    ],
-                )
+            def check(mine: Spans, others: dict[str, Spans]) -> None:
+                overlaps = new_overlaps(mine, others, state.foreign)
+                if overlaps:
+                    raise concurrent_error(
+                        state.plan, self.options.path, ctx.writer_id, overlaps[0]
+                    )
 
-        retry_unit(record, what=f"{ctx.label} proof")
+        spans = merge_spans(*(m.sources for m in messages))
+        self.progress.record(client, ctx, proof, state.output_id, spans, check)
         crash_point("commit:proof-written")
         if self.options.check_duplicates:
-            self._drop_key_runs(client, ctx, upto=True)
+            drop_registrations(client, self.options.keys_table, state.output_id, ctx, upto=True)
 
     @hookimpl
     def abort(self, ctx: BatchContext, state: WriteState | None):
         if state is None or not self.options.check_duplicates:
             return
-        self._drop_key_runs(self.client(), ctx, attempt=state.attempt)
-
-    def _drop_key_runs(
-        self, client: Any, ctx: BatchContext, *, upto: bool = False, attempt: str | None = None
-    ) -> None:
-        """Delete registrations no check needs any more; best effort (they are not data)."""
-        table = self.options.keys_table
-        where = f"writer_id = {_ql_string(ctx.writer_id)} and batch_id "
-        where += f"<= {ctx.batch_id}" if upto else f"= {ctx.batch_id}"
-        if attempt is not None:
-            where += f" and attempt = {_ql_string(attempt)}"
-        try:
-            keys = list(
-                client.select_rows(
-                    "writer_id, batch_id, attempt, partition_id, chunk "
-                    f"from [{table}] where {where}"
-                )
-            )
-            if keys:
-                client.delete_rows(table, keys)
-        except Exception as exc:  # noqa: BLE001 - leftovers are harmless and retried next commit
-            log.warning("yt_dynamic.key_runs_cleanup_failed", table=table, error=type(exc).__name__)
+        drop_registrations(
+            self.client(), self.options.keys_table, state.output_id, ctx, attempt=state.attempt
+        )
 
     # -- executors ---------------------------------------------------------------------------
     @hookimpl
@@ -286,11 +288,13 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
     ) -> WriteMessage:
         client = self.client()
         rows = chunks = 0
+        sources: Spans = {}
         for chunk in self._chunks(batches, state.plan):
-            self._write_chunk(client, ctx, state, partition_id, chunks, chunk)
+            spans = self._write_chunk(client, ctx, state, partition_id, chunks, chunk)
+            sources = merge_spans(sources, spans)
             rows += chunk.num_rows
             chunks += 1
-        return WriteMessage(partition_id=partition_id, rows=rows, chunks=chunks)
+        return WriteMessage(partition_id=partition_id, rows=rows, chunks=chunks, sources=sources)
 
     def _chunks(self, batches: Iterator[pa.RecordBatch], plan: KeyPlan) -> Iterator[pa.Table]:
         """Tables of exactly ``rows_per_transaction`` rows (the last one shorter)."""
@@ -319,11 +323,20 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
         partition_id: int,
         n: int,
         chunk: pa.Table,
-    ) -> None:
+    ) -> Spans:
+        """Check, then upsert one chunk in a tablet transaction; returns its source spans."""
         o, plan = self.options, state.plan
         check_no_null_keys(chunk, plan, o.path)
+        spans = chunk_spans(chunk, plan)
+        self._check_other_writers(client, ctx, state, chunk, spans)
         if o.check_duplicates:
-            self._register_and_check(client, ctx, state, partition_id, n, chunk)
+            runs = key_runs(chunk, plan, o.path)  # raises on keys repeated in the chunk
+            registrations = Registrations(
+                o.keys_table, state.output_id, ctx.writer_id, ctx.batch_id, state.attempt
+            )
+            hit = registrations.register(client, partition_id, n, runs)
+            if hit is not None:
+                raise overlap_error(plan, o.path, *hit)
         rows = yt_rows(chunk)
 
         def upsert() -> None:
@@ -331,45 +344,24 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
                 client.insert_rows(o.path, rows, update=o.update or None)
 
         retry_unit(upsert, what=f"{ctx.label} partition {partition_id} chunk {n}")
+        return spans
 
-    def _register_and_check(
-        self,
-        client: Any,
-        ctx: BatchContext,
-        state: WriteState,
-        partition_id: int,
-        n: int,
-        chunk: pa.Table,
+    def _check_other_writers(
+        self, client: Any, ctx: BatchContext, state: WriteState, chunk: pa.Table, spans: Spans
     ) -> None:
-        """Register this chunk's key runs, then compare with every run registered before.
+        """Refuse a chunk that would overwrite another writer's rows with other values.
 
-        Registration commits before the read, so of any two chunks sharing a key the one that
-        registered last sees the other (reads are at the latest timestamp): it fails before
-        writing, and no row is overwritten by another of the same batch.
+        Costs nothing unless the chunk's spans meet another writer's; then the rows inside
+        them are looked up in the table and compared (equal rows: the same source, harmless).
         """
-        table, plan = self.options.keys_table, state.plan
-        runs = key_runs(chunk, plan, self.options.path)  # raises on keys repeated in the chunk
-        me = {
-            "writer_id": ctx.writer_id,
-            "batch_id": ctx.batch_id,
-            "attempt": state.attempt,
-            "partition_id": partition_id,
-            "chunk": n,
-        }
-        client.insert_rows(table, [{**me, "runs": encode_runs(runs)}])
-        query = (
-            f"partition_id, chunk, runs from [{table}] "
-            f"where writer_id = {_ql_string(ctx.writer_id)} "
-            f"and batch_id = {ctx.batch_id} and attempt = {_ql_string(state.attempt)}"
-        )
-        others = [
-            decode_runs(r["runs"])
-            for r in client.select_rows(query)
-            if (r["partition_id"], r["chunk"]) != (partition_id, n)
-        ]
-        hit = find_overlap(runs, others)
-        if hit is not None:
-            raise overlap_error(plan, self.options.path, *hit)
+        plan = state.plan
+        for overlap in meeting(spans, state.foreign):
+            ours = yt_rows(rows_within(chunk, plan, overlap))
+            keys = [{k: row[k] for k in plan.key} for row in ours]
+            stored = list(client.lookup_rows(self.options.path, keys))
+            row = first_difference(ours, stored, plan, update=self.options.update)
+            if row is not None:
+                raise overwrite_error(plan, self.options.path, ctx.writer_id, overlap[0], row)
 
 
 def read_table(client: Any, path: str) -> list[dict[str, Any]]:

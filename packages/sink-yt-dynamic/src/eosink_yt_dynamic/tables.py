@@ -2,9 +2,9 @@
 
 * the **output table**: a mounted sorted dynamic table with ``unique_keys`` whose key starts with
   the source coordinates; :func:`create_output_table` makes one right;
-* ``<output>_eosink_progress``: one row per writer id, the proof of its latest committed batch;
-* ``<output>_eosink_keys``: the key runs each task registers before it writes (the
-  cross-partition duplicate check); rows of committed batches are deleted by the next commit.
+* two aux tables, created by the sink on its first batch: ``<output>_eosink_progress`` (the
+  proofs, :mod:`eosink_yt_dynamic.progress`) and ``<output>_eosink_keys`` (the registrations of
+  the duplicate check, :mod:`eosink_yt_dynamic.registrations`).
 """
 
 from __future__ import annotations
@@ -20,21 +20,6 @@ from eosink import ConfigurationError
 from eosink_yt_common import yt_schema
 
 log = structlog.get_logger("eosink.yt_dynamic")
-
-PROGRESS_SCHEMA = [
-    {"name": "writer_id", "type": "string", "sort_order": "ascending"},
-    {"name": "batch_id", "type": "int64"},
-    {"name": "proof", "type": "string"},
-]
-
-KEYS_SCHEMA = [
-    {"name": "writer_id", "type": "string", "sort_order": "ascending"},
-    {"name": "batch_id", "type": "int64", "sort_order": "ascending"},
-    {"name": "attempt", "type": "string", "sort_order": "ascending"},
-    {"name": "partition_id", "type": "int64", "sort_order": "ascending"},
-    {"name": "chunk", "type": "int64", "sort_order": "ascending"},
-    {"name": "runs", "type": "string"},
-]
 
 
 def _yson_schema(columns: Sequence[dict[str, Any]]) -> Any:
@@ -140,6 +125,37 @@ def ensure_dynamic_table(
         log.info("yt_dynamic.table_created", path=path)
     if mount:
         mount_table(client, path)
+
+
+def ensure_aux_table(
+    client: Any, path: str, columns: Sequence[dict[str, Any]], *, create: bool = True
+) -> bool:
+    """Check the layout of an aux table of the sink and mount it, creating it if ``create``.
+
+    Returns whether the table exists. A table with another key (made by an earlier version of
+    the sink) is refused with the fix, rather than failing on its first read or write.
+    """
+    if not client.exists(path):
+        if create:
+            ensure_dynamic_table(client, path, columns)
+        return create
+    key = [c["name"] for c in client.get(f"{path}/@schema") if c.get("sort_order")]
+    expected = [c["name"] for c in columns if c.get("sort_order")]
+    if key != expected:
+        raise ConfigurationError(
+            f"table {path} is keyed by {key}, but this version of the sink keys it by "
+            f"{expected}. Fix: remove it (`yt unmount-table --sync {path} && yt remove "
+            f"{path}`): the sink creates it again; losing it costs only rewriting the rows of "
+            "batches that are replayed"
+        )
+    if create:
+        mount_table(client, path)
+    return True
+
+
+def ql_string(value: str) -> str:
+    """A string literal of YT's query language."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def mount_table(client: Any, path: str, timeout_s: float = 60.0) -> None:

@@ -1,8 +1,9 @@
 """The ``yt-static`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
 
-The proofs are the table's proof attribute (one per writer id, set inside each batch's MainTx);
-the state store (``<path>_eosink_state``, a document per writer) names each writer's MainTx.
-A MainTx that is still alive holds a batch that has not committed: everything it staged
+The proofs are the table's proof attribute (one per writer id, set inside each batch's MainTx,
+:mod:`eosink_yt_static.target`); the state store (:mod:`eosink_yt_static.state_store`, one
+document per (table, writer id)) names each writer's MainTx. A MainTx that is still alive holds
+a batch that has not committed, with its SubTxs and PartTxs nested in it: everything it staged
 vanishes when it is aborted (or expires), which is what cleanup does to the old ones.
 ``YtStaticSink`` inherits these hooks.
 """
@@ -12,80 +13,117 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from eosink import hookimpl
+from eosink import Proof, hookimpl
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 
 
 def _alive(client: Any, tx: str | None) -> bool:
     """Whether a transaction exists, without pinging it (a status must not extend its life)."""
-    return bool(tx) and client.exists(f"//sys/transactions/{tx}")
+    return bool(tx) and bool(client.exists(f"//sys/transactions/{tx}"))
+
+
+def _writer_of(client: Any, tx: str) -> str | None:
+    """The writer id a MainTx was started for (its ``eosink_writer`` attribute)."""
+    try:
+        return str(client.get(f"#{tx}/@eosink_writer"))
+    except Exception:  # noqa: BLE001 - ended meanwhile, or started without the attribute
+        return None
 
 
 class YtStaticCommands:
     """Operator hooks of the yt-static sink (``self.options``: ``YtStaticOptions``)."""
 
     options: Any
-    client: Any  # the sink's methods and properties
-    state_dir: Any
-    committed_proof: Any
-    target_attrs: Any
+    client: Any  # the sink's method: a YT client for its options
 
-    def _proofs(self, client: Any) -> dict[str, Any]:
-        from eosink_yt_static.sink import PROOFS_ATTR, _read_proof
+    def _target(self, client: Any) -> dict[str, Any] | None:
+        from eosink_yt_static import target
 
-        raw = (self.target_attrs(client) or {}).get(PROOFS_ATTR) or {}
-        return {w: _read_proof(raw, w) for w in sorted(raw)}
+        return target.attributes(client, self.options.path)
 
-    def _main_txs(self, client: Any) -> list[dict[str, Any]]:
-        """The state store's documents: writer, MainTx, batch, start time, alive or not."""
+    @staticmethod
+    def _proofs(attributes: dict[str, Any] | None) -> dict[str, Proof | None]:
+        from eosink_yt_static import target
+
+        raw = (attributes or {}).get(target.PROOFS_ATTR) or {}
+        proofs: dict[str, Proof | None] = {}
+        for writer in sorted(raw):
+            try:
+                proofs[writer] = target.read_proof(raw, writer)
+            except (ValueError, TypeError, KeyError):
+                proofs[writer] = None
+        return proofs
+
+    def _main_txs(self, client: Any, writers: list[str]) -> list[dict[str, Any]]:
+        """The state store's documents of this table: writer, MainTx, batch, start, alive.
+
+        A document is named after its writer id escaped (``tx.node_key``); the writer id is
+        read back from the proofs or from the MainTx's ``eosink_writer`` attribute.
+        """
         from eosink_yt_static import tx as txs
 
-        if not client.exists(self.state_dir):
-            return []
+        folder = f"{self.options.state_dir}/{txs.node_key(self.options.path)}"
+        by_key = {txs.node_key(w): w for w in writers}
         found = []
         with txs.in_tx(client, None):
-            for name in client.list(self.state_dir):
-                doc = client.get(f"{self.state_dir}/{name}")
-                if isinstance(doc, dict) and doc.get("main_tx"):
-                    found.append(
-                        {
-                            "document": str(name),
-                            "main_tx": str(doc["main_tx"]),
-                            "batch_id": doc.get("batch_id"),
-                            "started_at": doc.get("started_at"),
-                            "alive": _alive(client, str(doc["main_tx"])),
-                        }
-                    )
+            if not client.exists(folder):
+                return []
+            for name in client.list(folder):
+                doc = client.get(f"{folder}/{name}")
+                if not isinstance(doc, dict):
+                    continue
+                main_tx = doc.get("main_tx")
+                alive = _alive(client, main_tx)
+                writer = by_key.get(str(name))
+                if alive and writer is None:
+                    writer = _writer_of(client, main_tx)
+                found.append(
+                    {
+                        "writer_id": writer,
+                        "document": f"{folder}/{name}",
+                        "main_tx": main_tx,
+                        "batch_id": doc.get("batch_id"),
+                        "started_at": doc.get("started_at"),
+                        "committed_batch": doc.get("committed_batch"),
+                        "alive": alive,
+                        "nested": len(txs.nested(client, main_tx)) if alive else 0,
+                    }
+                )
         return found
 
     @hookimpl
     def target_status(self) -> TargetStatus:
         client = self.client()
-        attrs_ = self.target_attrs(client)
-        proofs = self._proofs(client)
+        attributes = self._target(client)
+        proofs = self._proofs(attributes)
+        open_txs = [
+            {k: t[k] for k in ("writer_id", "main_tx", "batch_id", "started_at", "nested")}
+            for t in self._main_txs(client, list(proofs))
+            if t["alive"]
+        ]
         return TargetStatus(
             target=self.options.path,
             writers=tuple(p for p in proofs.values() if p is not None),
             details={
-                "table": "missing" if attrs_ is None else attrs_.get("type"),
-                "state_store": self.state_dir,
-                "open_transactions": [t for t in self._main_txs(client) if t["alive"]],
+                "table": "missing" if attributes is None else attributes.get("type"),
+                "row_count": (attributes or {}).get("row_count"),
+                "state_store": self.options.state_dir,
+                "open_transactions": open_txs,
             },
         )
 
     @hookimpl
     def verify_target(self) -> Verification:
         client = self.client()
-        attrs_ = self.target_attrs(client)
+        attributes = self._target(client)
+        proofs = self._proofs(attributes)
         problems = []
-        proofs = self._proofs(client)
-        if attrs_ is None:
-            if proofs:
-                problems.append(f"{self.options.path} is missing")
-        elif attrs_.get("type") != "table" or attrs_.get("dynamic"):
+        if attributes is None:
+            pass  # no table, so no proofs: nothing was committed here
+        elif attributes.get("type") != "table" or attributes.get("dynamic"):
             problems.append(f"{self.options.path} is not a static table")
-        else:
-            rows = client.get(f"{self.options.path}/@row_count")
+        else:  # append mode: a batch's rows stay, so the table holds at least a proof's rows
+            rows = int(attributes.get("row_count") or 0)
             for writer, proof in proofs.items():
                 if proof is None or proof.writer_id != writer:
                     problems.append(f"the proof of writer {writer!r} does not parse as its own")
@@ -108,12 +146,13 @@ class YtStaticCommands:
         client = self.client()
         now = time.time()
         removable, kept = [], []
-        for t in self._main_txs(client):
+        for t in self._main_txs(client, list(self._proofs(self._target(client)))):
             if not t["alive"]:
                 continue
             age = now - float(t["started_at"]) if t.get("started_at") else None
             item = Leftover(
-                f"{t['main_tx']} (writer document {t['document']}, batch {t['batch_id']})",
+                f"{t['main_tx']} (writer {t['writer_id']}, batch {t['batch_id']}, "
+                f"{t['nested']} nested)",
                 "transaction",
                 None,
                 age,

@@ -3,9 +3,11 @@
 The main transaction (MainTx) of a batch outlives the process that started it: in the Spark
 data-source front door ``init`` runs in one Python worker and ``commit`` in another, fresh
 one. So no transaction here is owned by a client-side ``Transaction`` context that aborts on
-exit, or by a pinger thread that dies with its process: transactions are started with a
-timeout, their ids travel in the sink's state and messages, and whoever works under them pings
-them (and their ancestors) while the work runs.
+exit: transactions are started with a timeout and their ids travel in the sink's state and
+messages. One :class:`BatchKeeper` per batch, on the driver, pings MainTx and every
+transaction nested in it (Init/Commit SubTx, every PartTx) from ``init`` until the batch
+ends, so no timeout limits how long a batch may take (an upstream stage, a straggler task);
+a task also pings its own PartTx while it writes.
 """
 
 from __future__ import annotations
@@ -103,6 +105,74 @@ def nested(client: Any, tx: str) -> list[str]:
         return [str(t) for t in client.get(f"#{tx}/@nested_transaction_ids") or []]
 
 
+def ping_tree(client: Any, main_tx: str) -> bool | None:
+    """Ping MainTx and every transaction directly nested in it (SubTxs, PartTxs, also those
+    whose task has returned): ``True`` when MainTx was pinged, ``False`` when it ended
+    (committed, aborted or expired), ``None`` when the ping failed otherwise."""
+    try:
+        ping(client, main_tx)
+        children = nested(client, main_tx)
+    except Exception as exc:  # noqa: BLE001 - the batch itself will report it
+        log.info("yt.ping_failed", tx=main_tx, error=type(exc).__name__)
+        return False if is_no_such_transaction(exc) else None
+    for child in children:
+        try:
+            ping(client, child)
+        except Exception as exc:  # noqa: BLE001 - e.g. committed meanwhile
+            log.debug("yt.ping_failed", tx=child, error=type(exc).__name__)
+    return True
+
+
+class BatchKeeper:
+    """The one pinger of a batch: a driver thread that pings MainTx and every transaction
+    directly nested in it (SubTxs, PartTxs, also those whose task has returned) each period,
+    for the batch's whole life, and stops when MainTx ends or the batch releases it.
+
+    One per MainTx and process: ``init`` starts it, ``commit`` starts it again where it runs
+    in another process (the data-source front door), ``commit`` and ``abort`` release it.
+    Between a planning worker's ``init`` and the ``commit``, :mod:`eosink_yt_static.keeper`
+    keeps the batch instead.
+    """
+
+    _live: dict[str, BatchKeeper] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, connection: Any, main_tx: str, period_s: float) -> None:
+        self.connection = connection
+        self.main_tx = main_tx
+        self.period_s = max(0.05, period_s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eosink-yt-batch", daemon=True)
+
+    @classmethod
+    def keep(cls, connection: Any, main_tx: str, period_s: float) -> None:
+        """Keep ``main_tx`` and its nested transactions alive until :meth:`release`."""
+        with cls._guard:
+            running = cls._live.get(main_tx)
+            if running is not None and running._thread.is_alive():
+                return
+            keeper = cls._live[main_tx] = cls(connection, main_tx, period_s)
+            keeper._thread.start()
+
+    @classmethod
+    def release(cls, main_tx: str) -> None:
+        with cls._guard:
+            keeper = cls._live.pop(main_tx, None)
+        if keeper is not None:
+            keeper._stop.set()
+            if keeper._thread is not threading.current_thread():
+                keeper._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        client = self.connection.client()
+        while not self._stop.wait(self.period_s):
+            if ping_tree(client, self.main_tx) is False:
+                break  # MainTx ended: committed, aborted or expired
+        with self._guard:
+            if self._live.get(self.main_tx) is self:
+                del self._live[self.main_tx]
+
+
 class Pinger:
     """Pings transactions (and their ancestors) from a daemon thread while work runs.
 
@@ -141,14 +211,12 @@ class Pinger:
 
 
 @contextlib.contextmanager
-def sub_tx(
-    client: Any, connection: Any, parent: str, timeout_s: float, title: str
-) -> Iterator[str]:
-    """A sub transaction of ``parent`` for one unit of work: committed at the end of the block,
-    aborted when the block fails, pinged (with its ancestors) while the block runs."""
+def sub_tx(client: Any, parent: str, timeout_s: float, title: str) -> Iterator[str]:
+    """A sub transaction of ``parent`` (MainTx) for one unit of work: committed at the end of
+    the block, aborted when the block fails; the batch's :class:`BatchKeeper` pings it."""
     tx = start_tx(client, parent, timeout_s, title)
     try:
-        with Pinger(connection, [tx], timeout_s / 3), in_tx(client, tx):
+        with in_tx(client, tx):
             yield tx
     except BaseException:
         try:

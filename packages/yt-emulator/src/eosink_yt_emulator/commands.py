@@ -159,6 +159,8 @@ class Commands:
             "lookup_rows": self.lookup_rows,
             "select_rows": self.select_rows,
             "trim_rows": self.trim_rows,
+            "pull_queue": self.pull_queue,
+            "get_tablet_infos": self.get_tablet_infos,
             "lock_rows": self.lock_rows,
             "start_operation": self.start_operation,
             "get_operation": self.get_operation,
@@ -1078,6 +1080,12 @@ class Commands:
 
     def trim_rows(self, params, _):
         return self.state.dynamic.trim(params)
+
+    def pull_queue(self, params, _):
+        return Tabular(self.state.dynamic.pull_queue(params), {})
+
+    def get_tablet_infos(self, params, _):
+        return self.state.dynamic.tablet_infos(params)
 
     def alter_table(self, params, _):
         tx = self.tx(params)

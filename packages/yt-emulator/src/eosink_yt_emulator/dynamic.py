@@ -48,6 +48,7 @@ class Tablet:
         # ordered tables
         self.rows = []  # list of dicts (data columns + "$timestamp")
         self.trimmed = 0
+        self.last_write_ts = 0
 
     def current(self):
         if self.target is not None and time.time() >= self.transition_end:
@@ -599,8 +600,85 @@ class DynamicTables:
                     if "$timestamp" in dyn.schema.by_name:
                         row["$timestamp"] = Uint64(commit_ts)
                     tab.rows.append(row)
+                    tab.last_write_ts = commit_ts
             dyn.last_commit_ts = commit_ts
         return commit_ts
+
+    # ---------------------------------------------------------------- queues
+
+    def ordered_table(self, path_text, what):
+        """The ordered dynamic table at ``path_text``, or the error YT gives ``what`` there."""
+        node, _, _, text = self.state.cypress.resolve(path_text, None)
+        if node.type != "table" or node.dyn is None or node.dyn.sorted:
+            kind = "a sorted dynamic table" if node.dyn is not None else "not a dynamic table"
+            raise YtError(
+                "%s needs an ordered dynamic table, but %s is %s" % (what, text, kind),
+                1,
+                {"path": text},
+            )
+        return node.dyn, text
+
+    def pull_queue(self, params):
+        """Rows of one tablet from ``offset`` on: at most ``max_row_count`` (YT's default 1000),
+        each with ``$tablet_index`` and ``$row_index``.  Rows below the tablet's trimmed row
+        count are gone: the answer then starts at the first row that is left (the caller sees
+        the gap in ``$row_index``).  The cost is that of the rows returned."""
+        dyn, path = self.ordered_table(params["queue_path"], "pull_queue")
+        idx = int(params.get("partition_index", 0))
+        if not 0 <= idx < len(dyn.tablets):
+            raise YtError(
+                "Invalid tablet index for table %s: expected in range [0, %d], got %d"
+                % (path, len(dyn.tablets) - 1, idx),
+                NO_SUCH_TABLET,
+                {"path": path, "tablet_index": idx},
+            )
+        tablet = dyn.tablets[idx]
+        state = tablet.current()
+        if state not in ("mounted", "frozen", "freezing", "unfreezing"):
+            raise YtError(
+                "Cannot read from table %s since tablet %d is in %r state" % (path, idx, state),
+                TABLET_NOT_MOUNTED,
+                {"path": path, "tablet_state": state},
+            )
+        offset = int(params.get("offset", 0))
+        limit = int(params.get("max_row_count", 1000))
+        if limit <= 0 or offset < 0:
+            raise YtError(
+                "Invalid pull_queue arguments: offset %d, max_row_count %d" % (offset, limit),
+                1,
+                {"path": path},
+            )
+        start = max(offset, tablet.trimmed) - tablet.trimmed
+        out = []
+        for i, row in enumerate(tablet.rows[start : start + limit]):
+            item = {"$tablet_index": idx, "$row_index": tablet.trimmed + start + i}
+            item.update(row)
+            out.append(item)
+        return out
+
+    def tablet_infos(self, params):
+        """``get_tablet_infos``: per requested tablet its row counts and timestamps."""
+        node, dyn, path = self.table(params["path"])
+        out = []
+        for idx in params.get("tablet_indexes") or []:
+            idx = int(idx)
+            if not 0 <= idx < len(dyn.tablets):
+                raise YtError(
+                    "Invalid tablet index for table %s: got %d" % (path, idx),
+                    NO_SUCH_TABLET,
+                    {"path": path, "tablet_index": idx},
+                )
+            t = dyn.tablets[idx]
+            out.append(
+                {
+                    "total_row_count": t.total,
+                    "trimmed_row_count": t.trimmed,
+                    "barrier_timestamp": Uint64(self.state.clock.next()),
+                    "last_write_timestamp": Uint64(t.last_write_ts or dyn.last_commit_ts),
+                    "tablet_state": t.current(),
+                }
+            )
+        return {"tablets": out}
 
     # ---------------------------------------------------------------- reads
 

@@ -5,7 +5,12 @@ https://ytsaurus.tech/docs/en/user-guide/storage/static-schema: strict schemas a
 enforced on write (error 307), a sorted schema requires sorted input (error 301) and,
 with ``unique_keys``, no duplicates (306); ``<append=%true>`` takes a ``shared`` lock,
 overwrite an ``exclusive`` lock (https://ytsaurus.tech/docs/en/user-guide/storage/transactions#implicit_locks);
-every write call produces one chunk.  Reading follows
+every write call produces one chunk.  A table is its list of chunks: appending, concatenating,
+counting rows and reading a range by row index cost O(chunks + rows touched), never
+O(table), as on a real cluster (a sorted append compares with the last row only).
+A chunk is a list of rows or a :class:`GeneratedChunk` (its row count and a function
+of the row index: metadata instead of rows, so that tests and benchmarks can hold
+tables of millions of rows).  Reading follows
 https://ytsaurus.tech/docs/en/user-guide/storage/ypath (``ranges`` with
 ``lower_limit``/``upper_limit``/``exact`` by ``row_index`` or ``key``, ``columns``)
 and https://ytsaurus.tech/docs/en/user-guide/storage/io-configuration (control
@@ -13,6 +18,9 @@ attributes ``enable_row_index``/``enable_range_index``/``enable_tablet_index``).
 """
 
 from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
 
 from .errors import YtError, SORT_ORDER_VIOLATION
 from .schema import Schema, key_of, check_sorted, sort_value
@@ -26,6 +34,71 @@ def table_schema(state) -> Schema:
 
 def row_count(state):
     return sum(len(c) for c in state.chunks)
+
+
+class GeneratedChunk(Sequence):
+    """A chunk held as metadata: a row count and ``make_row(index)``, called only for the
+    rows that are read (see :meth:`eosink_yt_emulator.YtEmulator.add_generated_rows`)."""
+
+    def __init__(self, count, make_row):
+        self.count = int(count)
+        self.make_row = make_row
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self.make_row(i) for i in range(*index.indices(self.count))]
+        if index < 0:
+            index += self.count
+        if not 0 <= index < self.count:
+            raise IndexError(index)
+        return self.make_row(index)
+
+
+class TableRows(Sequence):
+    """The rows of a chunk list, addressed by row index without copying the chunks:
+    ``len`` and ``rows[i]`` cost O(log chunks), ``rows[i:j]`` O(chunks + j - i)."""
+
+    def __init__(self, chunks):
+        self.chunks = [c for c in chunks if len(c)]
+        self.starts = []
+        total = 0
+        for chunk in self.chunks:
+            self.starts.append(total)
+            total += len(chunk)
+        self.total = total
+
+    def __len__(self):
+        return self.total
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(self.total)
+            if step != 1:
+                return [self[i] for i in range(lo, hi, step)]
+            out = []
+            for start, chunk in zip(self.starts, self.chunks):
+                end = start + len(chunk)
+                if end <= lo or start >= hi:
+                    continue
+                out.extend(chunk[max(lo, start) - start : min(hi, end) - start])
+            return out
+        if index < 0:
+            index += self.total
+        if not 0 <= index < self.total:
+            raise IndexError(index)
+        at = bisect.bisect_right(self.starts, index) - 1
+        return self.chunks[at][index - self.starts[at]]
+
+
+def last_row(chunks):
+    """The last row of a chunk list (O(chunks)), ``None`` when it holds none."""
+    for chunk in reversed(chunks):
+        if len(chunk):
+            return chunk[len(chunk) - 1]
+    return None
 
 
 def path_attrs(path):
@@ -100,14 +173,36 @@ class StaticTables:
         if schema.sorted:
             prev = None
             if append:
-                existing = list(st.rows())
-                if existing:
-                    prev = key_of(existing[-1], schema.key_columns)
+                last = last_row(st.chunks)
+                if last is not None:
+                    prev = key_of(last, schema.key_columns)
             check_sorted(validated, schema.key_columns, schema.unique_keys, text, prev)
         mode = "append" if append else "replace"
         lock_mode = ("shared" if append else "exclusive") if take_lock else None
         self.cypress.write_state(
             node, tx, attrs=new_attrs or None, chunks=chunks, chunks_mode=mode, lock_mode=lock_mode
+        )
+
+    def add_generated_rows(self, path, count, make_row):
+        """Append ``count`` rows, ``make_row(i)`` for i in 0..count-1, as one generated chunk
+        outside any transaction. Only the first and last rows are checked against the schema
+        (and, for a sorted table, against the table's last key): the rows are never stored."""
+        node, text = self.require_table(path, None)
+        if node.dyn is not None:
+            raise YtError("Cannot add rows to dynamic table %s" % text, 1, {"path": text})
+        st = self.cypress.view(node, None)
+        schema = table_schema(st)
+        edges = [schema.validate_row(make_row(i), text) for i in sorted({0, count - 1})]
+        if schema.sorted:
+            last = last_row(st.chunks)
+            prev = key_of(last, schema.key_columns) if last is not None else None
+            check_sorted(edges, schema.key_columns, schema.unique_keys, text, prev)
+        self.cypress.write_state(
+            node,
+            None,
+            chunks=[GeneratedChunk(count, make_row)],
+            chunks_mode="append",
+            lock_mode="shared",
         )
 
     # ---------------------------------------------------------------- read
@@ -123,7 +218,7 @@ class StaticTables:
             tablet_rows = rows
         else:
             st = self.cypress.view(node, tx)
-            rows = list(st.rows())
+            rows = TableRows(st.chunks)
             schema = table_schema(st)
             tablet_rows = None
         ranges = attrs.get("ranges")
@@ -219,12 +314,17 @@ class StaticTables:
         key = [None if isinstance(k, Entity) else k for k in unwrap(key)[0]]
         kc = schema.key_columns[: len(key)]
         target = tuple(sort_value(k) for k in key)
-        # Sentinel <type=max>#: everything with this prefix.
-        for i, row in enumerate(rows):
-            rk = key_of(row, kc)
+        # The first row whose key is above (upper) or at least (lower) the bound: a binary
+        # search, the rows being sorted.
+        lo, hi = 0, len(rows)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            rk = key_of(rows[mid], kc)
             if (rk > target) if upper else (rk >= target):
-                return i
-        return len(rows)
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
 
     # ---------------------------------------------------------------- concatenate
 

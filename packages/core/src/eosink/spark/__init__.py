@@ -2,6 +2,7 @@
 
 from eosink.spark.foreach_batch import ForeachBatchWriter, foreach_batch, write_batch
 from eosink.spark.session import MICROS_TIMESTAMPS, is_classic, session_conf
+from eosink.spark.staging import StagedFile, StagedFiles, stage_dataframe
 
 
 def register(spark):  # noqa: ANN001, ANN201 - thin re-export; pyspark imported on use
@@ -14,9 +15,12 @@ def register(spark):  # noqa: ANN001, ANN201 - thin re-export; pyspark imported 
 __all__ = [
     "MICROS_TIMESTAMPS",
     "ForeachBatchWriter",
+    "StagedFile",
+    "StagedFiles",
     "foreach_batch",
     "is_classic",
     "register",
     "session_conf",
+    "stage_dataframe",
     "write_batch",
 ]

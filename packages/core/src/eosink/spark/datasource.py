@@ -16,15 +16,14 @@ the options, sharing only the commit messages. So the driver half of the protoco
 (``is_committed``, then skip or ``init``) runs when the planning worker pickles the writer
 (``__getstate__``), its outcome travels to the executors inside the writer and back to
 ``commit`` inside every commit message. The batch id is not given to ``streamWriter``: the
-offset log in the checkpoint (written before the batch runs) tells it, and every task checks
-it against the batch id Spark sets on the task.
+offset log in the checkpoint (written before the batch runs) tells it; every task checks it
+against the batch id Spark sets on the task, and ``commit`` against the ``batchId`` Spark passes.
+With ``fingerprint`` on, a batch already committed is not written again but counted and hashed
+by the tasks, and ``commit`` compares the replay with the stored proof, as ``foreach_batch`` does.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import posixpath
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,18 +37,20 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from eosink.errors import ConfigurationError, MissingWriterIdError
+from eosink.errors import BatchIdMismatchError, ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, PartitionResult
 from eosink.options import option_key
 from eosink.protocol import (
     Prepared,
     WriteTask,
     abort_quietly,
+    check_replay,
     driver_plugins,
     finish,
     prepare,
 )
 from eosink.registry import installed_sinks, plugin_manager, sink_class, sink_from_options
+from eosink.spark.checkpoint import stream_position
 from eosink.spark.executor_env import check_executors
 
 log = structlog.get_logger("eosink")
@@ -65,44 +66,6 @@ class EosinkCommitMessage(WriterCommitMessage):
     ctx: BatchContext
     prepared: Prepared
     result: PartitionResult | None
-
-
-def _read_text(path: str) -> str:
-    if "://" in path and not path.startswith("file:"):
-        import fsspec  # only for checkpoints outside the local filesystem
-
-        with fsspec.open(path.replace("s3a://", "s3://"), "r") as f:
-            return f.read()
-    with open(path.removeprefix("file:"), encoding="utf-8") as f:
-        return f.read()
-
-
-def _list_names(path: str) -> list[str]:
-    if "://" in path and not path.startswith("file:"):
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(path.replace("s3a://", "s3://"))
-        return [posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)]
-    return os.listdir(path.removeprefix("file:"))
-
-
-def stream_position(checkpoint: str) -> tuple[int, str | None]:
-    """The batch id Spark is running (latest offset log entry) and the query id of a checkpoint."""
-    try:
-        batches = [
-            int(n) for n in _list_names(posixpath.join(checkpoint, "offsets")) if n.isdigit()
-        ]
-    except FileNotFoundError:
-        batches = []
-    if not batches:
-        raise ConfigurationError(
-            f"checkpoint {checkpoint!r} holds no offset log: set checkpointLocation on the query"
-        )
-    try:
-        query_id = json.loads(_read_text(posixpath.join(checkpoint, "metadata"))).get("id")
-    except (OSError, ValueError):
-        query_id = None
-    return max(batches), query_id
 
 
 class _EosinkWriter:
@@ -141,7 +104,7 @@ class _EosinkWriter:
         if self._prepared is None:
             self._ctx = self.context()
             self._prepared = prepare(
-                self.pm(), self._ctx, self.arrow_schema(), fingerprint="off", sink=self.sink
+                self.pm(), self._ctx, self.arrow_schema(), fingerprint=self.fingerprint
             )
         assert self._ctx is not None
         return self._ctx, self._prepared
@@ -159,35 +122,63 @@ class _EosinkWriter:
         ctx, prepared = self.prepared()
         task = TaskContext.get()
         self.check_task(ctx, task)
-        if prepared.skipped is not None:
+        if prepared.skipped is not None and not prepared.checks_replay(self.fingerprint):
             for _ in batches:  # already committed: read nothing into the target
                 pass
             return EosinkCommitMessage(ctx, prepared, None)
-        result = WriteTask(self.sink, ctx, prepared.state, fingerprint=self.fingerprint != "off")(
-            task.partitionId(), task.attemptNumber(), batches
+        # A committed batch with a fingerprint to check: count and hash, write nothing.
+        run = WriteTask(
+            self.sink,
+            ctx,
+            prepared.state,
+            fingerprint=self.fingerprint != "off",
+            dry_run=prepared.skipped is not None,
         )
+        # taskAttemptId, not attemptNumber: unique per task attempt (see executors.py)
+        result = run(task.partitionId(), task.taskAttemptId(), batches)
         return EosinkCommitMessage(ctx, prepared, result)
 
     def check_task(self, ctx: BatchContext, task: Any) -> None:
         pass
 
     # -- commit side (a fresh process) -------------------------------------------------------
-    def _commit(self, messages: list[EosinkCommitMessage | None], batch_id: int | None) -> None:
+    def _planned(
+        self, messages: list[EosinkCommitMessage | None], batch_id: int | None
+    ) -> tuple[BatchContext, Prepared]:
+        """The plan the messages carry, checked against each other and Spark's batch id."""
         if any(m is None for m in messages):
             raise RuntimeError(f"{self.sink_name}: a write task failed; batch not committed")
         present = [m for m in messages if m is not None]
         if present:
             ctx, prepared = present[0].ctx, present[0].prepared
+            if any(m.ctx != ctx for m in present):
+                raise BatchIdMismatchError(
+                    f"{ctx.label}: the tasks' results come from different plans "
+                    f"({sorted({m.ctx.label for m in present})}); nothing was committed"
+                )
         else:  # no partitions at all: run the driver half here
             self._ctx, self._prepared = None, None
             ctx, prepared = self.prepared()
+        if batch_id is not None and batch_id != ctx.batch_id:
+            raise BatchIdMismatchError(
+                f"{ctx.label}: Spark commits batch {batch_id} but eosink planned batch "
+                f"{ctx.batch_id} from the offset log of checkpoint {ctx.checkpoint}; nothing was "
+                "committed. The checkpointLocation option must be the query's own checkpoint."
+            )
+        return ctx, prepared
+
+    def _commit(self, messages: list[EosinkCommitMessage | None], batch_id: int | None) -> None:
+        ctx, prepared = self._planned(messages, batch_id)
+        results = [m.result for m in messages if m is not None]
         if prepared.skipped is not None:
+            if prepared.checks_replay(self.fingerprint):
+                check_replay(ctx, prepared.proof, results, self.fingerprint)
             return
         finish(
             self.pm(),
             ctx,
             prepared.state,
-            [m.result for m in present],
+            results,
             fingerprint=self.fingerprint != "off",
         )
 
@@ -227,7 +218,7 @@ class EosinkStreamWriter(_EosinkWriter, DataSourceStreamArrowWriter):
     def check_task(self, ctx: BatchContext, task: Any) -> None:
         spark_batch = task.getLocalProperty("streaming.sql.batchId") if task else None
         if spark_batch is not None and int(spark_batch) != ctx.batch_id:
-            raise RuntimeError(
+            raise BatchIdMismatchError(
                 f"{ctx.label}: Spark runs batch {spark_batch} but the checkpoint's offset log "
                 f"said {ctx.batch_id}; refusing to write under the wrong batch id"
             )

@@ -24,7 +24,9 @@ def _task_result(task: WriteTask, batches: Iterator[pa.RecordBatch]) -> Iterator
 
     context = TaskContext.get()
     partition_id = context.partitionId() if context else 0
-    attempt = context.attemptNumber() if context else 0
+    # taskAttemptId, not attemptNumber: a resubmitted stage restarts attemptNumber at 0 while
+    # tasks of the old stage attempt may still run, so only the id names an attempt uniquely.
+    attempt = context.taskAttemptId() if context else 0
     result = task(partition_id, attempt, batches)
     yield pa.record_batch([pa.array([pickle.dumps(result)], pa.binary())], names=["result"])
 

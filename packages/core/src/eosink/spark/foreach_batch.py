@@ -17,27 +17,114 @@ import structlog
 from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
+from eosink.spark.checkpoint import query_id_of
 from eosink.spark.executor_env import check_executors
 from eosink.spark.executors import arrow_schema, spark_run_writes
 
 log = structlog.get_logger("eosink")
 
 
-def _query_identity(df: Any) -> tuple[str | None, str | None]:
-    """The running query's id and checkpoint root, when this Spark tells them (classic does)."""
+@attrs.frozen
+class RunningQuery:
+    """What classic Spark tells a ``foreachBatch`` function about the query that calls it.
+
+    Spark Connect tells none of it: there the function runs in a Python worker of the server
+    that holds only a Connect session, so every field stays ``None``.
+    """
+
+    id: str | None = None
+    checkpoint: str | None = None
+    output_mode: str | None = None  # "append", "complete" or "update"
+    connect: bool = False  # a Spark Connect session: nothing above is known
+
+
+def running_query(df: Any) -> RunningQuery:
+    """The id, checkpoint root and output mode of the streaming query that hands over ``df``."""
     try:
         spark = df.sparkSession
         query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
     except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
-        return None, None
-    checkpoint = None
-    for query in spark.streams.active:
-        if query.id == query_id:
-            try:
-                checkpoint = query._jsq.streamingQuery().resolvedCheckpointRoot()
-            except Exception:  # noqa: BLE001 - internal API; the query id is what matters
-                checkpoint = None
-    return query_id, checkpoint
+        return RunningQuery(connect=True)
+    query = _find_query(spark, query_id) if query_id else None
+    if query is None:
+        return RunningQuery(query_id)
+    try:
+        execution = query._jsq.streamingQuery()  # internal API; the query id is what matters
+        return RunningQuery(
+            query_id, str(execution.resolvedCheckpointRoot()), str(execution.outputMode()).lower()
+        )
+    except Exception:  # noqa: BLE001
+        return RunningQuery(query_id)
+
+
+def _query_identity(df: Any) -> tuple[str | None, str | None]:
+    """The running query's id and checkpoint root (kept for ``eosink_delta.spark``)."""
+    query = running_query(df)
+    return query.id, query.checkpoint
+
+
+def declared_query(checkpoint: str | None, writer_id: str) -> RunningQuery:
+    """The query identity a ``foreachBatch`` on Spark Connect is told: its checkpoint's.
+
+    Connect does not hand the query's id to the function, and without it a new checkpoint
+    pointed at this writer's output would silently skip every batch up to the old one. The
+    checkpoint's ``metadata`` holds the id; the function runs next to Spark's driver, which
+    wrote it, so it can read it.
+    """
+    if not checkpoint:
+        raise ConfigurationError(
+            f"writer {writer_id!r}: on Spark Connect eosink cannot see which query runs the "
+            "batch, so it could not tell a new checkpoint pointed at this output from a "
+            "restart. Pass the query's checkpoint: foreach_batch(..., checkpoint=<the "
+            "checkpointLocation of the query>)"
+        )
+    query_id = query_id_of(checkpoint)
+    if query_id is None:
+        raise ConfigurationError(
+            f"writer {writer_id!r}: checkpoint {checkpoint!r} holds no query metadata; pass the "
+            "checkpointLocation the query runs with"
+        )
+    return RunningQuery(query_id, checkpoint)
+
+
+def _find_query(spark: Any, query_id: str) -> Any:
+    """The query by id. The batch's session is the query's clone, whose query manager is empty:
+    the query is registered with the session that started it."""
+    from pyspark.sql import SparkSession
+
+    for session in (spark, SparkSession.getActiveSession(), SparkSession._instantiatedSession):
+        query = session.streams.get(query_id) if session is not None else None
+        if query is not None:
+            return query
+    return None
+
+
+def check_output_mode(query_mode: str | None, mode: OutputMode) -> None:
+    """Refuse an output mode whose batches the sink's ``mode`` would duplicate or lose."""
+    if query_mode is None or query_mode == mode:
+        return
+    if query_mode == "complete":
+        why = (
+            "every batch is the whole result table, and mode='append' appends it again each "
+            "batch (duplicates). Pass foreach_batch(..., mode='complete') to replace the "
+            "target's content with each batch"
+        )
+    elif query_mode == "update":
+        why = (
+            "every batch holds the changed rows of the result table: appended, older versions "
+            "of a row stay; replacing the target with them loses the unchanged rows. Use "
+            "outputMode('complete') with foreach_batch(..., mode='complete'), or "
+            "outputMode('append')"
+        )
+    else:
+        why = (
+            "every batch holds only new rows, and mode='complete' replaces the target's content "
+            "with them (earlier batches are lost). Use mode='append', or outputMode('complete')"
+        )
+    raise ConfigurationError(
+        f"the query runs with outputMode('{query_mode}') but eosink writes with mode={mode!r}: "
+        f"{why}."
+    )
 
 
 @attrs.define
@@ -50,24 +137,29 @@ class ForeachBatchWriter:
     fingerprint: FingerprintMode = "off"
     plugins: tuple[Any, ...] = ()
     executor_plugins: tuple[Any, ...] = ()
+    #: the query's checkpointLocation; read only on Spark Connect, which does not tell the query
+    checkpoint: str | None = None
     #: The most recent outcomes (bounded: a stream runs for ever), and counts of all of them.
     outcomes: deque[BatchOutcome] = attrs.field(factory=lambda: deque(maxlen=1000))
     counts: dict[str, int] = attrs.field(factory=lambda: {"committed": 0, "skipped": 0})
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        check_executors(df.sparkSession, self.sinks)
-        query_id, checkpoint = _query_identity(df)
+        query = running_query(df)
+        if query.connect:
+            query = declared_query(self.checkpoint, self.writer_id)
+        check_output_mode(query.output_mode, self.mode)
+        check_executors(df.sparkSession, self.sinks)  # after the cheap checks of the query
         schema = arrow_schema(df)
         fan_out = len(self.sinks) > 1
         if fan_out:  # every sink reads the batch: compute it once
             df = df.persist()
         try:
-            self._run(df, int(batch_id), schema, query_id, checkpoint)
+            self._run(df, int(batch_id), schema, query)
         finally:
             if fan_out:
                 df.unpersist()
 
-    def _run(self, df: Any, batch_id: int, schema: Any, query_id: Any, checkpoint: Any) -> None:
+    def _run(self, df: Any, batch_id: int, schema: Any, query: RunningQuery) -> None:
         for sink in self.sinks:
             ctx = BatchContext(
                 sink=sink.name,
@@ -75,8 +167,8 @@ class ForeachBatchWriter:
                 batch_id=batch_id,
                 kind="stream",
                 mode=self.mode,
-                query_id=query_id,
-                checkpoint=checkpoint,
+                query_id=query.id,
+                checkpoint=query.checkpoint,
             )
             outcome = run_batch(
                 sink,
@@ -118,13 +210,20 @@ def foreach_batch(
     fingerprint: FingerprintMode = "off",
     plugins: Iterable[Any] = (),
     executor_plugins: Iterable[Any] = (),
+    checkpoint: str | None = None,
 ) -> ForeachBatchWriter:
     """The function for ``df.writeStream.foreachBatch(...)`` that writes into ``sinks``.
 
     ``writer_id`` is required and must stay the same across restarts of the query: the skip
     rule is "batch <= last committed batch of this writer". ``mode="complete"`` replaces the
-    target's content with each batch (for sinks that support it). ``fingerprint="error"`` (or
-    ``"warn"``) stores a row count and hash with each proof and checks replays against it.
+    target's content with each batch (for sinks that support it); it must match the query's
+    ``outputMode`` ("append" or "complete"), which classic Spark lets eosink check (an
+    ``update`` query is refused). Spark Connect does not tell the output mode: there the
+    ``mode`` given here is trusted. Nor does it tell the query's id, which eosink records with
+    every proof to refuse a new checkpoint pointed at old output: on Connect pass
+    ``checkpoint=`` (the query's ``checkpointLocation``), where eosink reads the id.
+    ``fingerprint="error"`` (or ``"warn"``) stores a row count and hash with each proof and
+    checks replays against it.
     """
     return ForeachBatchWriter(
         sinks=_checked(sinks, writer_id),
@@ -133,6 +232,7 @@ def foreach_batch(
         fingerprint=fingerprint,
         plugins=tuple(plugins),
         executor_plugins=tuple(executor_plugins),
+        checkpoint=checkpoint,
     )
 
 
@@ -144,11 +244,13 @@ def write_batch(
     mode: OutputMode = "append",
     fingerprint: FingerprintMode = "off",
     plugins: Iterable[Any] = (),
+    executor_plugins: Iterable[Any] = (),
 ) -> list[BatchOutcome]:
     """Write a batch DataFrame exactly once per (writer id, version), like Delta's txnVersion.
 
     A version at or below the last one committed by ``writer_id`` is skipped (and logged);
-    another writer id writes independently. Returns one outcome per sink.
+    another writer id writes independently. Returns one outcome per sink. ``plugins`` wrap the
+    driver's phases, ``executor_plugins`` (picklable) every write task, as in ``foreach_batch``.
     """
     sinks = _checked(sinks, writer_id)
     if version is None or int(version) < 0:
@@ -175,6 +277,7 @@ def write_batch(
                 schema,
                 spark_run_writes(df),
                 plugins=plugins,
+                executor_plugins=executor_plugins,
                 fingerprint=fingerprint,
                 df=df,
             )

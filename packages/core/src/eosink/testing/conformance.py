@@ -40,10 +40,37 @@ from eosink.model import BatchContext, BatchOutcome
 from eosink.protocol import WriteTask, driver_plugins, finish, prepare, run_batch
 from eosink.registry import plugin_manager
 from eosink.testing.faults import CrashPointRecorder, FaultPlugin, InjectedCrash
-from eosink.testing.local import LocalRunner
+from eosink.testing.local import LocalRunner, run_attempt
 
 QUERY = "00000000-0000-4000-8000-000000000001"
 OTHER_QUERY = "00000000-0000-4000-8000-000000000002"
+
+
+@attrs.define
+class CommitRecorder:
+    """Keeps what ``commit`` was called with, to call ``abort`` with it again later."""
+
+    calls: list[tuple[BatchContext, Any, list[Any]]] = attrs.field(factory=list)
+
+    @hookimpl(wrapper=True)
+    def commit(self, ctx: BatchContext, state: Any, messages: list[Any]) -> Any:
+        self.calls.append((ctx, state, list(messages)))
+        return (yield)
+
+
+def _crashing(batches: list[pa.RecordBatch]):
+    """A task's input that breaks after its first batch (a task killed half-way)."""
+    yield from batches[:1]
+    raise InjectedCrash("task of an old stage attempt killed half-way")
+
+
+def stale_attempt(task: WriteTask, partition_id: int, batches: Iterable[pa.RecordBatch]) -> None:
+    """An attempt of an old stage attempt: Spark ignores its outcome, so may the sink (it may
+    refuse to write once the batch is committed); only what it does to the target counts."""
+    try:
+        run_attempt(task, partition_id, batches)
+    except Exception:  # noqa: BLE001, S110 - its outcome is not what the scenario checks
+        pass
 
 
 class SinkConformance:
@@ -319,3 +346,54 @@ class SinkConformance:
             self.run(make_sink(), 0, partitions=changed, fingerprint="error")
         assert self.run(make_sink(), 0, fingerprint="error").status == "skipped"
         self.assert_exactly(read_rows, self.expected_rows([0]))
+
+    def test_attempt_names_unique_per_task_attempt(self, make_sink, read_rows):
+        """Spark resubmits a stage (fetch failure, lost executor): its tasks run again with the
+        same ``attemptNumber`` while tasks of the old stage attempt may still run. Only the task
+        attempt id (the ``attempt`` given to ``write``) tells them apart, so a sink that names
+        staged objects after anything less lets an old attempt overwrite, truncate or delete
+        what the reported attempt staged. Here old attempts of some partitions run to the end
+        or break half-way, before and after the commit (where a sink may refuse them); the
+        target must hold the batch once."""
+        sink = make_sink()
+        ctx = self.context(sink, 0)
+        pm = plugin_manager(sink, driver_plugins(()))
+        prepared = prepare(pm, ctx, self.schema())
+        assert prepared.skipped is None
+        task = WriteTask(sink, ctx, prepared.state)
+        partitions = self.partitions_of(0)
+        reported = LocalRunner(partitions)(task)
+        stale_attempt(task, 0, partitions[0])  # runs to the end; Spark ignores its result
+        stale_attempt(task, 1, _crashing(partitions[1]))
+        assert finish(pm, ctx, prepared.state, reported).status == "committed"
+        stale_attempt(task, 2, _crashing(partitions[2]))
+        stale_attempt(task, 1, partitions[1])
+        self.assert_exactly(read_rows, self.expected_rows([0]))
+        assert self.run(make_sink(), 0).status == "skipped"
+        self.run(make_sink(), 1)
+        self.assert_exactly(read_rows, self.expected_rows([0, 1]))
+
+    def test_abort_after_landed_commit_keeps_published_data(self, make_sink, read_rows):
+        """A commit that landed and then raised (a lost reply, a crash right after) is followed
+        by ``abort``: the core calls it on the same sink, Spark's data source calls it in a fresh
+        process with only the messages, maybe more than once. ``abort`` cannot trust memory; it
+        must tell from the target whether its attempt's commit landed (see ``abort`` in
+        :mod:`eosink.hookspecs`) and never remove what was published."""
+        self.run(make_sink(), 0)
+        recorder = CommitRecorder()
+        sink = make_sink()
+        with pytest.raises(InjectedCrash):
+            run_batch(
+                sink,
+                self.context(sink, 1),
+                self.schema(),
+                LocalRunner(self.partitions_of(1)),
+                plugins=[FaultPlugin("after_commit"), recorder],
+            )
+        ((ctx, state, messages),) = recorder.calls
+        for _ in range(2):  # Spark's abort, in fresh workers
+            plugin_manager(make_sink()).hook.abort(ctx=ctx, state=state, messages=messages)
+        self.assert_exactly(read_rows, self.expected_rows([0, 1]))
+        assert self.run(make_sink(), 1).status == "skipped"
+        self.run(make_sink(), 2)
+        self.assert_exactly(read_rows, self.expected_rows([0, 1, 2]))

@@ -6,7 +6,9 @@ Points between phases are pluggy wrappers; points inside a sink's ``commit`` are
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import threading
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -23,6 +25,36 @@ POINTS = (
     "after_commit",  # committed, but Spark never hears of it
     "task_retry",  # partition ``partition``'s first attempt writes, then fails; Spark retries
 )
+
+_task = threading.local()
+
+
+@contextmanager
+def task_attempt(number: int) -> Iterator[None]:
+    """Run a task attempt in this thread as Spark's attempt ``number`` (for ``attempt_number``)."""
+    _task.number = number
+    try:
+        yield
+    finally:
+        _task.number = None
+
+
+def attempt_number() -> int:
+    """Spark's ``attemptNumber`` of the running task: 0 for the first attempt, 1 for its retry.
+
+    Sinks get the task attempt's unique id (``taskAttemptId``), which says nothing about retries;
+    faults that fire on "the first attempt" ask here: Spark's task context on an executor, the
+    local runner's attempt otherwise.
+    """
+    number = getattr(_task, "number", None)
+    if number is not None:
+        return number
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # no Spark: only the local runner runs tasks
+        return 0
+    context = TaskContext.get()
+    return context.attemptNumber() if context is not None else 0
 
 
 class InjectedCrash(RuntimeError):
@@ -59,11 +91,12 @@ class FaultPlugin:
         return state
 
     @hookimpl(wrapper=True)
-    def write(self, partition_id: int, attempt: int) -> Generator[None, Any, Any]:
+    def write(self, partition_id: int) -> Generator[None, Any, Any]:
         if self.point == "mid_write" and partition_id >= self.partition:
             raise InjectedCrash(f"mid-write, partition {partition_id}")
         message = yield
-        if self.point == "task_retry" and partition_id == self.partition and attempt == 0:
+        first = attempt_number() == 0
+        if self.point == "task_retry" and partition_id == self.partition and first:
             raise RetryableTaskError(f"task of partition {partition_id} lost after writing")
         return message
 

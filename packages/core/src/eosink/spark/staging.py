@@ -1,0 +1,129 @@
+"""``stage_dataframe``: Spark's own writer stages a DataFrame batch into a folder.
+
+Handing every row from the JVM to Python as Arrow costs more than a Spark writer spends on the
+whole write, so a sink whose store Spark can write implements ``write_dataframe`` with this
+helper: Spark writes the batch (format, options, ``partitionBy``) into a staging folder of the
+attempt, the core counts the rows on the way (an ``Observation``; that count becomes the
+proof's), and the sink gets the part files with their sizes to move into place. The folder is
+removed when the ``with`` block ends, whatever happens.
+
+Executor plugins of the run (fault injection in tests) wrap every task of the staging write,
+as they wrap ``write`` on the Arrow path, so a crash can hit this path half-way too. Their code
+after the ``yield`` runs before that task's rows reach Spark's writer (the rows are handed on
+lazily), not after them as on the Arrow path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from eosink.hookspecs import hookimpl
+from eosink.registry import plugin_manager
+from eosink.spark.session import MICROS_TIMESTAMPS, session_conf
+from eosink.staging import current, record_rows
+
+
+@attrs.frozen
+class StagedFile:
+    """One part file Spark wrote: its path inside the staging folder (with partition folders,
+    e.g. ``day=2024-01-01/part-...parquet``) and its size in bytes."""
+
+    relpath: str
+    size: int
+
+
+@attrs.frozen
+class StagedFiles:
+    """The batch as staged: part files, the core's row count, and the caller's metrics."""
+
+    files: tuple[StagedFile, ...]
+    rows: int
+    metrics: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@contextmanager
+def stage_dataframe(
+    df: Any,
+    folder: str,
+    *,
+    format: str,  # noqa: A002 - Spark's word
+    options: Mapping[str, str] | None = None,
+    partition_by: Sequence[str] = (),
+    metrics: Iterable[Any] = (),
+) -> Iterator[StagedFiles]:
+    """Write ``df`` with Spark into the local ``folder`` (which must not exist); yield the files.
+
+    ``metrics`` are extra aggregate columns (``F.sum(...).alias("name")``) observed on the same
+    pass, returned by name in ``metrics`` (e.g. nulls in a NOT NULL column). Timestamps are
+    written as INT64 microseconds, as Arrow writers write them. The driver and Spark must share
+    ``folder`` (a local or shared path; the caller checks that).
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observation = Observation()
+    observed = _with_plugins(df).observe(observation, F.count(F.lit(1)).alias("rows"), *metrics)
+    writer = (
+        observed.write.format(format).options(**dict(options or {}))
+        # no _SUCCESS marker: the sink's commit says what is committed
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    try:
+        with session_conf(df.sparkSession, *MICROS_TIMESTAMPS):
+            writer.save("file://" + folder)
+        seen = dict(observation.get)
+        rows = int(seen.pop("rows"))
+        record_rows(rows)
+        yield StagedFiles(files=_part_files(folder), rows=rows, metrics=seen)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _part_files(folder: str) -> tuple[StagedFile, ...]:
+    found = []
+    for here, dirs, names in os.walk(folder):
+        dirs.sort()
+        for name in sorted(n for n in names if n.startswith("part-")):  # not .crc side files
+            path = os.path.join(here, name)
+            found.append(StagedFile(os.path.relpath(path, folder), os.path.getsize(path)))
+    return tuple(found)
+
+
+class _PassThrough:
+    """Stands in for the sink's ``write`` so that executor plugins can wrap a staging task."""
+
+    name = "staging"
+
+    @hookimpl
+    def write(self, batches: Iterator[Any]) -> Iterator[Any]:
+        return batches
+
+
+def _with_plugins(df: Any) -> Any:
+    """``df`` with the run's executor plugins around every task, or ``df`` when there are none."""
+    running = current()
+    if running is None or not running.plugins:
+        return df
+    ctx, state, plugins = running.ctx, running.state, running.plugins
+
+    def tasks(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        task = TaskContext.get()
+        yield from plugin_manager(_PassThrough(), plugins).hook.write(
+            ctx=ctx,
+            state=state,
+            partition_id=task.partitionId(),
+            attempt=task.taskAttemptId(),
+            batches=batches,
+        )
+
+    return df.mapInArrow(tasks, df.schema)

@@ -1,0 +1,98 @@
+"""Cleanup: remove what failed attempts left in a table folder, with a dry run first.
+
+Attempts that fail leave files no commit lists: Parquet files of a killed executor or driver
+(invisible to readers, but taking space) and, for Spark's file writer, the staging folder of a
+driver killed mid-write. ``cleanup`` removes both once they are older than ``older_than_s``:
+
+* orphan data files through Delta's own VACUUM in its *full* mode (the default, *lite* mode
+  only removes files that a commit removed, never files no commit added), which also removes
+  files that commits removed (complete mode) longer ago than the same threshold;
+* staging folders (``_eosink_staging/<attempt>``), which VACUUM skips like every ``_`` folder.
+
+A live batch's files are not in the log yet either: set the threshold above your longest batch.
+``vacuum`` is the same under Delta's name and unit (hours).
+
+    python -m eosink_delta.cleanup /data/orders --older-than-hours 24            # dry run
+    python -m eosink_delta.cleanup /data/orders --older-than-hours 24 --delete
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+import structlog
+
+from eosink.reports import CleanupReport, Leftover
+from eosink_delta.spark_files import remove_stale_staging
+
+log = structlog.get_logger("eosink.delta")
+
+DEFAULT_OLDER_THAN_S = 24 * 3600.0
+
+
+#: The kinds of leftovers in the report (:class:`eosink.reports.Leftover`).
+ORPHAN = "orphan file"  # a data file, relative to the table, that no live commit lists
+STAGING = "staging folder"  # of a killed attempt
+
+
+def cleanup(
+    path: str, *, older_than_s: float = DEFAULT_OLDER_THAN_S, dry_run: bool = True
+) -> CleanupReport:
+    """Find (and unless ``dry_run``, delete) what failed attempts left in the table at ``path``.
+
+    ``report.paths(ORPHAN)`` and ``report.paths(STAGING)`` give what was found.
+    """
+    from deltalake import DeltaTable
+
+    if older_than_s < 0:
+        raise ValueError("older_than_s must be >= 0")
+    orphans = DeltaTable(path).vacuum(
+        retention_hours=math.ceil(older_than_s / 3600),
+        dry_run=dry_run,
+        enforce_retention_duration=False,
+        full=True,
+    )
+    staging = remove_stale_staging(path, older_than_s=older_than_s, dry_run=dry_run)
+    report = CleanupReport(
+        path,
+        (*(Leftover(p, ORPHAN) for p in sorted(orphans)), *(Leftover(f, STAGING) for f in staging)),
+        deleted=not dry_run,
+    )
+    log.info(
+        "delta.cleanup", table=path, orphans=len(orphans), staging=len(staging), dry_run=dry_run
+    )
+    return report
+
+
+def vacuum(path: str, *, retention_hours: float = 7 * 24, dry_run: bool = True) -> CleanupReport:
+    """Delta's full VACUUM plus the staging folders it skips (``cleanup`` in hours)."""
+    return cleanup(path, older_than_s=retention_hours * 3600, dry_run=dry_run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m eosink_delta.cleanup",
+        description="Delete data files and staging folders of failed attempts in a Delta table.",
+    )
+    parser.add_argument("path", help="the table's folder")
+    parser.add_argument(
+        "--older-than-hours",
+        type=float,
+        default=DEFAULT_OLDER_THAN_S / 3600,
+        help="keep files younger than this; set above your longest batch (default 24)",
+    )
+    parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
+    args = parser.parse_args(argv)
+    report = cleanup(args.path, older_than_s=args.older_than_hours * 3600, dry_run=not args.delete)
+    for relpath in report.paths(ORPHAN):
+        print(("deleted  " if report.deleted else "orphan   ") + relpath)
+    for folder in report.paths(STAGING):
+        print(("deleted  " if report.deleted else "staging  ") + folder)
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The files sink on S3 (s3fs against the loopback S3 server): the conformance kit, racing
+drivers, a store without conditional create, bad stores, and secrets kept out of sight."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import structlog
+from eosink_files import committed_files, read_log, read_table
+from eosink_files.log import LOG_DIR
+from eosink_files.sink import FilesSink
+from eosink_files.store import FsspecStore
+from files_helpers import commit_elsewhere, run
+
+import eosink
+from eosink import ConfigurationError
+from eosink.testing.conformance import SinkConformance
+from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
+
+
+def s3_sink(bucket: S3Bucket, **options) -> FilesSink:
+    return FilesSink(
+        path=bucket.uri("out"), storage_options=bucket.endpoint.fsspec_options(), **options
+    )
+
+
+def published(bucket: S3Bucket) -> list[str]:
+    """Every key under the sink folder's log (what a reader could see as committed)."""
+    listing = bucket.endpoint.client().list_objects_v2(Bucket=bucket.name, Prefix=f"out/{LOG_DIR}")
+    return [o["Key"] for o in listing.get("Contents", [])]
+
+
+class TestS3Conformance(SinkConformance):
+    @pytest.fixture
+    def make_sink(self, s3_bucket):
+        return lambda: s3_sink(s3_bucket, compact_interval=3)
+
+    @pytest.fixture
+    def read_rows(self, s3_bucket):
+        def read():
+            if not published(s3_bucket):
+                return []
+            return read_table(
+                s3_bucket.uri("out"),
+                compact_interval=3,
+                storage_options=s3_bucket.endpoint.fsspec_options(),
+            ).to_pylist()
+
+        return read
+
+
+def test_manifest_lists_s3a_uris(s3_bucket):
+    assert run(s3_sink(s3_bucket), 0).status == "committed"
+    opts = s3_bucket.endpoint.fsspec_options()
+    uris = [f.uri for f in committed_files(s3_bucket.uri("out"), storage_options=opts)]
+    assert uris and all(u.startswith(f"s3a://{s3_bucket.name}/out/part-") for u in uris)
+
+
+def test_racing_drivers_publish_a_batch_once(s3_bucket, monkeypatch):
+    """Another driver publishes the same batch between this one's log read and its publish:
+    S3's conditional create refuses this one's log file, which then skips the batch."""
+    out, opts = s3_bucket.uri("out"), s3_bucket.endpoint.fsspec_options()
+    assert run(s3_sink(s3_bucket), 0).status == "committed"
+    publish, raced = FsspecStore.publish, []
+
+    def racing(self, relpath, data, crash=None, overwrite=False):
+        if relpath.startswith(f"{LOG_DIR}/") and not raced:
+            raced.append(relpath)
+            assert commit_elsewhere(out, "w", 1, storage_options=opts) == "committed"
+        return publish(self, relpath, data, crash, overwrite)
+
+    monkeypatch.setattr(FsspecStore, "publish", racing)
+    assert run(s3_sink(s3_bucket), 1).status == "skipped"
+    assert raced == [f"{LOG_DIR}/1"]
+    assert published(s3_bucket) == [f"out/{LOG_DIR}/0", f"out/{LOG_DIR}/1"]
+    ids = read_table(out, storage_options=opts).column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == 16  # two batches of 2 x 4 rows, none twice
+    parts = s3_bucket.endpoint.client().list_objects_v2(Bucket=s3_bucket.name, Prefix="out/part-")
+    assert len(parts["Contents"]) == 4  # the loser's files were removed by its abort
+
+
+def test_store_without_conditional_create_is_refused():
+    with s3_server(conditional_create=False) as endpoint:
+        bucket = S3Bucket(endpoint, endpoint.create_bucket())
+        with pytest.raises(
+            ConfigurationError, match="does not honour conditional create.*single_writer"
+        ):
+            run(s3_sink(bucket), 0)
+        assert published(bucket) == []
+        assert run(s3_sink(bucket, single_writer=True), 0).status == "committed"
+
+
+@pytest.fixture(scope="module")
+def auth_endpoint():
+    with s3_server(auth=True) as endpoint:
+        yield endpoint
+
+
+def refused_at_init(endpoint: S3Endpoint, bucket: str, match: str, storage_options=None):
+    sink = FilesSink(
+        path=f"s3://{bucket}/out", storage_options=storage_options or endpoint.fsspec_options()
+    )
+    with pytest.raises(ConfigurationError, match=match) as info:
+        run(sink, 0)
+    text = str(info.value)
+    assert endpoint.secret_key not in text
+    return text
+
+
+def test_wrong_credentials_are_refused_at_init(auth_endpoint):
+    bucket = auth_endpoint.create_bucket()
+    wrong = {**auth_endpoint.fsspec_options(), "secret": "wrong-secret-value"}
+    text = refused_at_init(auth_endpoint, bucket, "refused.*credentials", wrong)
+    assert "wrong-secret-value" not in text
+    unknown = {**auth_endpoint.fsspec_options(), "key": "AKIANOBODY"}
+    refused_at_init(auth_endpoint, bucket, "refused.*credentials", unknown)
+    assert auth_endpoint.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_bucket_without_write_permission_is_refused_at_init(auth_endpoint):
+    bucket = auth_endpoint.create_bucket()
+    reader = auth_endpoint.user("files-reader", ("s3:GetObject", "s3:ListBucket"))
+    refused_at_init(reader, bucket, "refused.*write", reader.fsspec_options())
+    assert auth_endpoint.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+
+
+def test_missing_bucket_is_refused_at_init(s3_endpoint):
+    refused_at_init(s3_endpoint, "eosink-no-such-bucket", "bucket.*does not exist")
+
+
+def test_endpoint_that_refuses_connections_is_refused_at_init(s3_endpoint):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    opts = {
+        **s3_endpoint.fsspec_options(),
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"},
+    }
+    opts["retries"] = 1
+    refused_at_init(s3_endpoint, "any-bucket", "could not reach", opts)
+
+
+def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, capsys):
+    secret = s3_bucket.endpoint.secret_key
+    eosink.configure_logging(json=True, level=logging.DEBUG)
+    try:
+        sink = s3_sink(s3_bucket)
+        assert secret not in repr(sink) and secret not in repr(sink.options)
+        assert "***" in repr(sink.options)
+        from_spark = eosink.sink(
+            "files",
+            path=s3_bucket.uri("out"),
+            **{"storage.secret": secret, "storage.key": s3_bucket.endpoint.access_key},
+        )
+        assert from_spark.options.storage_options["secret"] == secret
+        assert secret not in repr(from_spark)
+        assert run(sink, 0).status == "committed"
+        bad = FilesSink(
+            path=s3_bucket.uri("out"),
+            storage_options=s3_bucket.endpoint.fsspec_options(),
+            format="json",
+        )
+        with pytest.raises(ConfigurationError) as info:
+            run(bad, 1)
+        assert secret not in str(info.value) and secret not in repr(info.value)
+    finally:
+        structlog.reset_defaults()
+    captured = capsys.readouterr()
+    logs = captured.out + captured.err + caplog.text
+    assert "files" in logs  # the batch was logged
+    assert secret not in logs
+    client = s3_bucket.endpoint.client()
+    for key in published(s3_bucket):
+        body = client.get_object(Bucket=s3_bucket.name, Key=key)["Body"].read().decode()
+        assert secret not in body and s3_bucket.endpoint.access_key not in body
+    state = read_log(s3_bucket.uri("out"), storage_options=s3_bucket.endpoint.fsspec_options())
+    assert secret not in repr(state.proofs)
