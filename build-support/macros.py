@@ -29,9 +29,9 @@ CORE = "packages/core/src/eosink/__init__.py:../lib"
 # hand one package's tests another package's conftest.
 SPARK_TEST_GLOBS = ("**/test_*spark*.py", "**/test_e2e_*.py")
 # Tests on a standalone Spark cluster (eosink.testing.cluster: a master and two workers, ~15 s
-# to start, shared by the package's cluster tests in one process): tagged "spark" and
-# "cluster", so `--tag=-spark` skips them with the other Spark tests and `--tag=-cluster`
-# alone.
+# to start, shared by the cluster tests in one process; only tests/ has them, so CI starts one
+# cluster): tagged "spark" and "cluster", so `--tag=-spark` skips them with the other Spark
+# tests and `--tag=-cluster` alone.
 CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
 
 
@@ -108,7 +108,8 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
     dependencies:    what the tests need beyond what Pants infers from their imports, e.g. a
                      pytest plugin named only in a `pytest_plugins = [...]` string
     cluster_packages: packages (e.g. wheels: python_distribution targets) built before the
-                     cluster tests run and placed in their sandbox
+                     cluster tests run and placed in their sandbox; only a package that
+                     names them has cluster tests (one pytest process, one cluster for all)
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
     package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
     """
@@ -140,6 +141,8 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
         stevedore_namespaces=namespaces,
         dependencies=extra,
     )
+    if not cluster_packages:
+        return
     python_tests(
         name="cluster",
         sources=list(CLUSTER_TEST_GLOBS),
@@ -148,6 +151,6 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
         stevedore_namespaces=namespaces,
         dependencies=extra,
         runtime_package_dependencies=list(cluster_packages),
-        # The timeouts of a batch's files add up; a file's kill tests take minutes each.
-        timeout=1500,
+        # The timeouts of the batch's files add up (4 files: 40 min for the one process).
+        timeout=600,
     )

@@ -153,13 +153,16 @@ def arm(work: Path, row_id: int | None) -> None:
         tmp.replace(armed)
 
 
-def wait_reached(work: Path, row_id: int, driver, timeout_s: float = 300) -> int:
-    """Wait until the task holding ``row_id`` stalls; returns its Python worker's pid."""
-    marker = work / f"reached-{row_id}"
+def wait_reached(work: Path, name: str, row_id: int, driver, timeout_s: float = 300) -> int:
+    """Wait until query ``name``'s task holding ``row_id`` stalls; returns its Python worker's
+    pid."""
+    marker = work / f"reached-{name}-{row_id}"
     deadline = time.monotonic() + timeout_s
     while not marker.exists() or not marker.read_text():
         assert driver.poll() is None, f"the driver ended before row {row_id}: {last_log(work)}"
-        assert time.monotonic() < deadline, f"no task reached row {row_id}: {last_log(work)}"
+        assert (
+            time.monotonic() < deadline
+        ), f"{name}: no task reached row {row_id}: {last_log(work)}"
         time.sleep(0.2)
     return int(marker.read_text().split("=")[1])
 
@@ -174,7 +177,7 @@ def last_log(work: Path) -> str:
     return logs[-1].read_text()[-4000:] if logs else "(no driver log)"
 
 
-# -- the kill scenario of test_cluster_e2e*.py ----------------------------------------------
+# -- the kill scenario of test_cluster_e2e.py -------------------------------------------------
 @attrs.frozen
 class Target:
     """A sink's fresh target: its options, the CLI's arguments for it, a reader, a damage."""
@@ -186,41 +189,60 @@ class Target:
     damage: Callable[[], None]  # breaks what a proof references (verify must then exit 1)
     read_back: str | None = None  # files: where the driver writes what Spark's reader read
 
+    def job(self) -> dict[str, Any]:
+        return {"name": self.sink, "sink": self.sink, "options": self.options} | (
+            {"read_back": self.read_back} if self.read_back else {}
+        )
 
-def worker_then_driver_killed(cluster, wheel_env: Path, work: Path, target: Target, door: str):
-    """Batch 1: the worker of a stalled task killed; batch 2: the driver killed; restart.
 
-    Then the reader counts exactly the source rows, and the installed eosink command finds the
-    last batch's proof, verifies the target, lists leftovers, and sees the damage.
+def single_job(cluster, sink: str, options: dict[str, str], door: str, **conf: Any) -> dict:
+    """A driver's job of one query (``name`` q) into ``sink``."""
+    target = {"name": "q", "sink": sink, "options": options}
+    return {"master": cluster.master_url, "conf": conf, "door": door, "targets": [target]}
+
+
+def workers_then_driver_killed(
+    cluster, wheel_env: Path, work: Path, targets: list[Target], door: str
+) -> None:
+    """One query per target in one driver. Batch 1: the worker of each query's stalled task
+    killed (one worker, then the other if a query's task ran there); batch 2: the driver
+    killed; restart.
+
+    Then each target's reader counts exactly the source rows, and the installed eosink command
+    finds the last batch's proof, verifies the target, lists leftovers, and sees the damage.
     """
     expected = write_source(work)
     job = {"master": cluster.master_url, "conf": cluster.spark_conf(), "door": door}
-    job.update(sink=target.sink, options=target.options, read_back=target.read_back)
+    job["targets"] = [t.job() for t in targets]
 
     arm(work, 1050)
     driver = start_driver(work, job)
-    pid = wait_reached(work, 1050, driver)
-    cluster.kill_worker(cluster.worker_of(pid))
-    arm(work, 2050)  # releases batch 1's retried task, stalls batch 2
-    cluster.ensure_workers()
-    wait_reached(work, 2050, driver)
+    pids = [wait_reached(work, t.sink, 1050, driver) for t in targets]
+    victims = {w.index: w for w in (cluster.worker_of(pid) for pid in pids)}
+    for index in sorted(victims):  # every query loses a task mid-batch
+        cluster.kill_worker(victims[index])
+        cluster.ensure_workers()
+    arm(work, 2050)  # releases batch 1's retried tasks, stalls batch 2
+    for t in targets:
+        wait_reached(work, t.sink, 2050, driver)
     kill_driver(driver)
 
     arm(work, None)
     restarted = start_driver(work, job)
     assert restarted.wait(timeout=600) == 0, last_log(work)
 
-    held = Counter(target.read_ids())
-    assert held == Counter(expected), (
-        f"duplicates: {sum(held[i] - 1 for i in held if held[i] > 1)}, "
-        f"lost: {len(set(expected) - set(held))}"
-    )
-
-    status = json.loads(run_cli(wheel_env, "status", target.sink, *target.cli, "--json").stdout)
-    assert [(w["writer_id"], w["batch_id"]) for w in status["writers"]] == [("orders", FILES - 1)]
-    run_cli(wheel_env, "verify", target.sink, *target.cli)
-    run_cli(wheel_env, "cleanup", target.sink, *target.cli, "--older-than", "0s")
-
-    target.damage()
-    verify = run_cli(wheel_env, "verify", target.sink, *target.cli, "--json", check_exit=1)
-    assert json.loads(verify.stdout)["problems"]
+    for t in targets:
+        held = Counter(t.read_ids())
+        assert held == Counter(expected), (
+            f"{t.sink}: duplicates: {sum(held[i] - 1 for i in held if held[i] > 1)}, "
+            f"lost: {len(set(expected) - set(held))}"
+        )
+        status = json.loads(run_cli(wheel_env, "status", t.sink, *t.cli, "--json").stdout)
+        assert [(w["writer_id"], w["batch_id"]) for w in status["writers"]] == [
+            ("orders", FILES - 1)
+        ], (t.sink, status)
+        run_cli(wheel_env, "verify", t.sink, *t.cli)
+        run_cli(wheel_env, "cleanup", t.sink, *t.cli, "--older-than", "0s")
+        t.damage()
+        verify = run_cli(wheel_env, "verify", t.sink, *t.cli, "--json", check_exit=1)
+        assert json.loads(verify.stdout)["problems"], t.sink

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cluster_helpers import FILES, last_log, run_cli, start_driver, write_source
+from cluster_helpers import FILES, last_log, run_cli, single_job, start_driver, write_source
 
 
 @pytest.mark.parametrize("command", [[], ["sinks"], ["status"], ["verify"], ["cleanup"]])
@@ -37,13 +37,9 @@ def test_sinks_lists_packages_and_versions(wheel_env):
 def test_third_party_sink_written_by_a_query(spark_cluster, wheel_env, tmp_path):
     work, db = tmp_path / "work", tmp_path / "out.db"
     expected = write_source(work)
-    job = {
-        "master": spark_cluster.master_url,
-        "conf": spark_cluster.spark_conf(),
-        "door": "foreach_batch",
-        "sink": "sqlite",
-        "options": {"path": str(db)},
-    }
+    job = single_job(
+        spark_cluster, "sqlite", {"path": str(db)}, "foreach_batch", **spark_cluster.spark_conf()
+    )
     assert start_driver(work, job).wait(timeout=600) == 0, last_log(work)
 
     status = json.loads(run_cli(wheel_env, "status", "sqlite", str(db), "--json").stdout)

@@ -1,14 +1,17 @@
-"""End to end on a standalone cluster, files and delta: a worker, then the driver, killed
-(SIGKILL) in the middle of a batch (``cluster_helpers.worker_then_driver_killed``).
+"""End to end on a standalone cluster: workers, then the driver, killed (SIGKILL) in the middle
+of a batch, for files, delta, yt-dynamic and yt-static at once (``workers_then_driver_killed``).
 
-For each sink and front door a streaming query (one source file per micro-batch) runs on the
-cluster from a driver process of its own: batch 1 stalls in one task, whose worker is killed
-with its executor and Python workers (Spark runs the tasks again on the other worker, and a
-replacement worker joins); batch 2 stalls and the driver's process group is killed; the query
-restarts from its checkpoint. Spark's own reader (files, on the cluster) and delta-rs then
-count exactly the source rows, and the installed ``eosink`` command (from the wheels) finds the
-last batch's proof, verifies the target, lists what the killed attempts left, and notices a
-committed file removed afterwards. The YT sinks: test_cluster_e2e_yt.py.
+For each front door one driver process runs four streaming queries (one per sink, one source
+file per micro-batch) on the cluster. Batch 1 stalls in one task of every query; the workers
+running those tasks are killed with their executors and Python workers, one after the other
+(Spark runs the tasks again elsewhere; a replacement worker joins after each kill); batch 2
+stalls and the driver's process group is killed; the queries restart from their checkpoints.
+Independent readers then count exactly the source rows: Spark's own reader on the cluster
+(files), delta-rs (delta), the test's own YT client against the emulator on loopback (the YT
+sinks). The installed ``eosink`` command (from the wheels) finds the last batch's proof,
+verifies the target, lists what the killed attempts left, and notices damage done afterwards
+(a committed file removed; the dynamic table unmounted; the static table's rows gone while
+its proofs stay).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import json
 import os
 
 import pytest
-from cluster_helpers import Target, worker_then_driver_killed
+from cluster_helpers import Target, workers_then_driver_killed
+from eosink_yt_emulator.pytest_plugin import yt_emulator  # noqa: F401 - the YT sinks' proxy
 
 
 def read_delta(path):
@@ -38,20 +42,55 @@ def remove_a_committed_file(sink, path):
     os.remove(uri.removeprefix("file://"))
 
 
-@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
-@pytest.mark.parametrize("sink", ["files", "delta"])
-def test_worker_then_driver_killed_mid_batch(spark_cluster, wheel_env, tmp_path, sink, door):
-    path, read_back = str(tmp_path / "target"), tmp_path / "read_back.json"
-    target = Target(
-        sink=sink,
-        options={"path": path},
-        cli=[path],
-        read_ids=(
-            (lambda: read_delta(path))
-            if sink == "delta"
-            else (lambda: json.loads(read_back.read_text()))  # Spark's reader, on the cluster
+def file_targets(tmp_path):
+    files, delta = str(tmp_path / "files"), str(tmp_path / "delta")
+    read_back = tmp_path / "read_back.json"
+    return [
+        Target(
+            sink="files",
+            options={"path": files},
+            cli=[files],
+            read_ids=lambda: json.loads(read_back.read_text()),  # Spark's reader, on the cluster
+            damage=lambda: remove_a_committed_file("files", files),
+            read_back=str(read_back),
         ),
-        damage=lambda: remove_a_committed_file(sink, path),
-        read_back=str(read_back) if sink == "files" else None,
-    )
-    worker_then_driver_killed(spark_cluster, wheel_env, tmp_path / "work", target, door)
+        Target(
+            sink="delta",
+            options={"path": delta},
+            cli=[delta],
+            read_ids=lambda: read_delta(delta),
+            damage=lambda: remove_a_committed_file("delta", delta),
+        ),
+    ]
+
+
+def yt_targets(emulator):
+    yt = emulator.client()
+    config = json.dumps(emulator.client_config())
+    options = {"proxy": emulator.url, "proxy_discovery": "false", "client_config": config}
+    cli = ["--proxy", emulator.url, "--proxy-discovery", "false", "--client-config", config]
+    dynamic, static = "//home/eosink/dynamic", "//home/eosink/static"
+    return [
+        Target(
+            sink="yt-dynamic",
+            options={**options, "path": dynamic, "create_table": "true"},
+            cli=[dynamic, *cli],
+            read_ids=lambda: [r["id"] for r in yt.select_rows(f"id from [{dynamic}]")],
+            damage=lambda: yt.unmount_table(dynamic, sync=True),
+        ),
+        Target(
+            sink="yt-static",
+            options={**options, "path": static},
+            cli=[static, *cli],
+            read_ids=lambda: [r["id"] for r in yt.read_table(static)],
+            damage=lambda: yt.write_table(static, []),  # the rows go, the proofs stay
+        ),
+    ]
+
+
+@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
+def test_workers_then_driver_killed_mid_batch(
+    spark_cluster, wheel_env, yt_emulator, tmp_path, door  # noqa: F811
+):
+    targets = file_targets(tmp_path) + yt_targets(yt_emulator)
+    workers_then_driver_killed(spark_cluster, wheel_env, tmp_path / "work", targets, door)

@@ -11,17 +11,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from cluster_helpers import last_log, start_driver, write_source
+from cluster_helpers import last_log, single_job, start_driver, write_source
 
 
 def run_to_end(spark_cluster, work, door, target, python):
-    job = {
-        "master": spark_cluster.master_url,
-        "conf": spark_cluster.spark_conf(ship_path=False),  # the executors' own Python only
-        "door": door,
-        "sink": "delta",
-        "options": {"path": str(target)},
-    }
+    conf = spark_cluster.spark_conf(ship_path=False)  # the executors' own Python only
+    job = single_job(spark_cluster, "delta", {"path": str(target)}, door, **conf)
     driver = start_driver(work, job, env={"PYSPARK_PYTHON": str(python)})
     return driver.wait(timeout=600), last_log(work)
 

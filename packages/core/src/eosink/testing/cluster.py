@@ -362,8 +362,12 @@ logger.worker.level = info
 
 @pytest.fixture(scope="session")
 def spark_cluster() -> Iterator[StandaloneCluster]:
-    """One standalone cluster (master + two workers) for the whole test process."""
-    cluster = StandaloneCluster().start()
+    """One standalone cluster (master + two workers) for the whole test process.
+
+    Three cores per worker: a test may stall one task of each of several queries at once and
+    still have a slot free for the jobs that lead to the next stall.
+    """
+    cluster = StandaloneCluster(cores_per_worker=3).start()
 
     def stop_on_sigterm(signum: int, frame: Any) -> None:  # e.g. a test runner's timeout
         cluster.stop()
