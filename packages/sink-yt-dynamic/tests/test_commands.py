@@ -33,3 +33,22 @@ def test_status_verify_and_cleanup(yt_emulator, yt):
 
     yt.unmount_table(OUT, sync=True)
     assert sink.verify_target().problems == (f"{OUT} is unmounted, not mounted",)
+
+
+def test_cleanup_leaves_the_registrations_of_another_output_alone(yt_emulator, yt):
+    """Two outputs share one keys table (``keys_path``): one's cleanup must not touch the
+    other's registrations, which may belong to a batch in flight."""
+    from eosink_yt_dynamic.registrations import ensure_keys_table
+
+    shared = "//home/eosink/keys"
+    create_output_table(yt, OUT, rows_schema())
+    sink = make_sink_for(yt_emulator, keys_path=shared)
+    run(sink, 0)
+    ensure_keys_table(yt, shared)
+    other = {"output_id": "1-2-3-4", "writer_id": "w", "batch_id": 7, "attempt": "a", "slot": "c"}
+    yt.insert_rows(shared, [{**other, "runs": None}])
+
+    assert sink.target_status().details["key_registrations"] == 0
+    report = sink.cleanup_target(older_than_s=0, delete=True)
+    assert report.removable == () and report.kept == ()
+    assert [r["output_id"] for r in yt.select_rows(f"output_id from [{shared}]")] == ["1-2-3-4"]

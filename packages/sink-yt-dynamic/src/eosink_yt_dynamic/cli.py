@@ -42,16 +42,16 @@ class YtDynamicCommands:
             r["writer_id"]: Proof.from_json(r["proof"]) for r in rows if r["output_id"] == output_id
         }
 
-    def _key_registrations(self, client: Any) -> list[dict[str, Any]]:
+    def _key_registrations(self, client: Any, output_ids: set[str | None]) -> list[dict[str, Any]]:
+        """The registrations of these tables (a keys table may be shared through keys_path)."""
         from eosink_yt_dynamic.registrations import KEYS_SCHEMA
         from eosink_yt_dynamic.tables import ensure_aux_table
 
         table = self.options.keys_table
         if not ensure_aux_table(client, table, KEYS_SCHEMA, create=False):
             return []
-        return list(
-            client.select_rows(f"output_id, writer_id, batch_id, attempt, slot from [{table}]")
-        )
+        rows = client.select_rows(f"output_id, writer_id, batch_id, attempt, slot from [{table}]")
+        return [r for r in rows if r["output_id"] in output_ids]
 
     def _table_attributes(self, client: Any) -> dict[str, Any] | None:
         path = self.options.path
@@ -86,7 +86,9 @@ class YtDynamicCommands:
                 "progress_table": self.options.progress_table,
                 "sources_covered": sources,
                 "stale_proof_rows": sum(r["output_id"] != output_id for r in rows),
-                "key_registrations": len(self._key_registrations(client)),
+                "key_registrations": len(
+                    self._key_registrations(client, {output_id} | {r["output_id"] for r in rows})
+                ),
                 "open_transactions": [],  # tablet transactions only: none outlives a request
             },
         )
@@ -124,14 +126,15 @@ class YtDynamicCommands:
         and the proof rows of earlier tables at the path.
 
         Registrations carry no time: those of uncommitted batches may belong to a live
-        attempt and are kept whatever their age.
+        attempt and are kept whatever their age. Those of other outputs (a keys table shared
+        through ``keys_path``) are left alone.
         """
         client = self.client()
         output_id = (self._table_attributes(client) or {}).get("id")
         rows = self._progress_rows(client)
         proofs = self._proofs(rows, output_id)
         removable, kept, keys = [], [], []
-        for row in self._key_registrations(client):
+        for row in self._key_registrations(client, {output_id} | {r["output_id"] for r in rows}):
             proof = proofs.get(row["writer_id"])
             name = (
                 f"{self.options.keys_table}: table {row['output_id']} writer {row['writer_id']} "
