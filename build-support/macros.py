@@ -31,6 +31,11 @@ CORE = "packages/core/src/eosink/__init__.py:../lib"
 # names (`from conftest import X`, `import helpers`), so one process for all packages would
 # hand one package's tests another package's conftest.
 SPARK_TEST_GLOBS = ("**/test_*spark*.py", "**/test_e2e_*.py")
+# Tests on a standalone Spark cluster (eosink.testing.cluster: a master and two workers, ~15 s
+# to start, shared by the cluster tests in one process; only tests/ has them, so CI starts one
+# cluster): tagged "spark" and "cluster", so `--tag=-spark` skips them with the other Spark
+# tests and `--tag=-cluster` alone.
+CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
 
 
 def eosink_package(
@@ -41,6 +46,7 @@ def eosink_package(
     module=None,
     sinks=None,
     sources=None,
+    scripts=None,
     dependencies=(),
     extras_require=None,
 ):
@@ -54,6 +60,7 @@ def eosink_package(
                   package also requires eosink (a compatible range)
     sources:      {name: "module:DataSourceClass"} entry points in the eosink.sources group
                   (Spark Python data sources); likewise requires eosink
+    scripts:      {command: "module:function"} console scripts, e.g. {"eosink": "eosink.cli:main"}
     dependencies: what the code needs beyond what Pants infers from its imports, e.g. the
                   store client, so that the wheel requires it from the first commit on
     extras_require: optional extras, e.g. {"testing": ["pytest>=8"]}
@@ -95,11 +102,12 @@ def eosink_package(
         entry_points={
             **({stevedore_namespace(SINKS_GROUP): sinks} if sinks else {}),
             **({stevedore_namespace(SOURCES_GROUP): sources} if sources else {}),
+            **({"console_scripts": scripts} if scripts else {}),
         },
     )
 
 
-def eosink_tests(*, discovers_sinks=False, dependencies=()):
+def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=()):
     """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
 
     discovers_sinks: tests find sinks (and sources) through the eosink.sinks (eosink.sources)
@@ -107,8 +115,11 @@ def eosink_tests(*, discovers_sinks=False, dependencies=()):
                      (stevedore_namespaces).
     dependencies:    what the tests need beyond what Pants infers from their imports, e.g. a
                      pytest plugin named only in a `pytest_plugins = [...]` string
+    cluster_packages: packages (e.g. wheels: python_distribution targets) built before the
+                     cluster tests run and placed in their sandbox; only a package that
+                     names them has cluster tests (one pytest process, one cluster for all)
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
-    package.
+    package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
     """
     package_dir = build_file_dir().parent
     package = package_dir.name or "repo"
@@ -122,15 +133,32 @@ def eosink_tests(*, discovers_sinks=False, dependencies=()):
     )
     python_tests(
         name="tests",
-        sources=["**/test_*.py", "**/*_test.py", *[f"!{glob}" for glob in SPARK_TEST_GLOBS]],
+        sources=[
+            "**/test_*.py",
+            "**/*_test.py",
+            *[f"!{glob}" for glob in SPARK_TEST_GLOBS + CLUSTER_TEST_GLOBS],
+        ],
         stevedore_namespaces=namespaces,
         dependencies=extra,
     )
     python_tests(
         name="spark",
-        sources=list(SPARK_TEST_GLOBS),
+        sources=[*SPARK_TEST_GLOBS, *[f"!{glob}" for glob in CLUSTER_TEST_GLOBS]],
         tags=["spark"],
         batch_compatibility_tag=f"spark-{package}",
         stevedore_namespaces=namespaces,
         dependencies=extra,
+    )
+    if not cluster_packages:
+        return
+    python_tests(
+        name="cluster",
+        sources=list(CLUSTER_TEST_GLOBS),
+        tags=["spark", "cluster"],
+        batch_compatibility_tag=f"cluster-{package}",
+        stevedore_namespaces=namespaces,
+        dependencies=extra,
+        runtime_package_dependencies=list(cluster_packages),
+        # The timeouts of the batch's files add up (4 files: 40 min for the one process).
+        timeout=600,
     )

@@ -2,6 +2,11 @@
 
 import pytest
 
+# The standalone cluster and the executor/CLI environments of test_cluster_*.py: defined once
+# here, so that one cluster serves the whole test process.
+from cluster_helpers import bare_python, wheel_env  # noqa: F401
+from eosink.testing.cluster import spark_cluster  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def spark():

@@ -8,6 +8,7 @@ import time
 import pytest
 from deltalake import DeltaTable
 from delta_helpers import rows, run
+from eosink_delta.cleanup import ORPHAN, STAGING
 from eosink_delta.sink import DeltaSink
 
 import eosink_delta
@@ -44,8 +45,8 @@ def rows_in(path):
 
 def test_cleanup_dry_run_then_delete(table):
     report = eosink_delta.cleanup(table, older_than_s=DAY)
-    assert report.orphans == ("day=a/part-old.parquet",)
-    assert report.staging == (os.path.join(table, "_eosink_staging", "killed"),)
+    assert report.paths(ORPHAN) == ("day=a/part-old.parquet",)
+    assert report.paths(STAGING) == (os.path.join(table, "_eosink_staging", "killed"),)
     assert (
         not report.deleted
         and "would delete 1 orphan file(s), 1 staging folder(s)" in report.summary()
@@ -54,7 +55,7 @@ def test_cleanup_dry_run_then_delete(table):
     assert os.path.exists(os.path.join(table, "_eosink_staging", "killed"))
 
     report = eosink_delta.cleanup(table, older_than_s=DAY, dry_run=False)
-    assert report.deleted and report.orphans == ("day=a/part-old.parquet",)
+    assert report.deleted and report.paths(ORPHAN) == ("day=a/part-old.parquet",)
     assert sorted(os.listdir(os.path.join(table, "day=a")))[-1] == "part-young.parquet"
     assert not os.path.exists(os.path.join(table, "day=a", "part-old.parquet"))
     assert os.listdir(os.path.join(table, "_eosink_staging")) == ["live"]
@@ -62,9 +63,11 @@ def test_cleanup_dry_run_then_delete(table):
 
 
 def test_vacuum_is_deltas_vacuum_plus_the_staging_it_skips(table):
-    assert eosink_delta.vacuum(table, retention_hours=24).orphans == ("day=a/part-old.parquet",)
+    assert eosink_delta.vacuum(table, retention_hours=24).paths(ORPHAN) == (
+        "day=a/part-old.parquet",
+    )
     report = eosink_delta.vacuum(table, retention_hours=24, dry_run=False)
-    assert report.deleted and len(report.staging) == 1
+    assert report.deleted and len(report.paths(STAGING)) == 1
     assert os.listdir(os.path.join(table, "_eosink_staging")) == ["live"]
     assert rows_in(table) == 5
 

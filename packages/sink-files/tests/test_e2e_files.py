@@ -17,6 +17,7 @@ import pytest
 
 import eosink
 from eosink_files import cleanup, committed_files, read_table
+from eosink_files.cleanup import FOREIGN
 
 ROWS_PER_FILE = 1000
 FILES = 3
@@ -93,7 +94,7 @@ def check_output(spark, out, expected_ids):
     assert sorted(read_table(str(out)).column("id").to_pylist()) == sorted(expected_ids)
     assert all(not f.relpath.endswith("stray.parquet") for f in committed_files(str(out)))
     report = cleanup(str(out), older_than_s=0, dry_run=True)
-    assert "stray.parquet" in report.foreign
+    assert "stray.parquet" in report.paths(FOREIGN)
 
 
 def written_by_spark(out) -> set[bool]:
@@ -191,4 +192,4 @@ def test_killed_mid_batch_then_restarted_on_s3(spark, tmp_path, s3_bucket, door)
     assert all(f.uri.startswith(f"s3a://{s3_bucket.name}/out/part-") for f in listed)
     # Nothing but part files and the sink's own folders in the bucket (no probe left).
     report = cleanup(out, older_than_s=0, dry_run=True, storage_options=storage)
-    assert not report.foreign
+    assert not report.paths(FOREIGN)

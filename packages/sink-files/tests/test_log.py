@@ -7,6 +7,7 @@ import time
 
 import pytest
 from eosink_files import cleanup, committed_files, read_log, read_table
+from eosink_files.cleanup import FOREIGN, ORPHAN, YOUNG
 from eosink_files.log import derive_compact_interval, log_files, reader_interval, reader_plan
 from eosink_files.sink import FilesSink, placement
 from files_helpers import rows, run
@@ -175,8 +176,8 @@ def test_cleanup_removes_failed_attempts_only(tmp_path):
     old = time.time() - 7200
     os.utime(orphan, (old, old))
     dry = cleanup(str(out), older_than_s=3600)
-    assert dry.orphans == (orphan.name,) and dry.young == (young.name,) and not dry.deleted
-    assert "notes.txt" in dry.foreign and orphan.exists()
+    assert dry.paths(ORPHAN) == (orphan.name,) and dry.paths(YOUNG) == (young.name,)
+    assert "notes.txt" in dry.paths(FOREIGN) and orphan.exists() and not dry.deleted
     done = cleanup(str(out), older_than_s=3600, dry_run=False)
     assert done.deleted and not orphan.exists() and young.exists() and (out / "notes.txt").exists()
     assert read_table(str(out)).num_rows == 8
@@ -201,7 +202,7 @@ def test_cleanup_removes_stale_staging_folders_of_the_spark_engine(tmp_path):
     ):
         os.utime(path, (old, old))
     dry = cleanup(str(out), older_than_s=3600)
-    assert len(dry.orphans) == 2 and dry.young == (
+    assert len(dry.paths(ORPHAN)) == 2 and dry.paths(YOUNG) == (
         "_eosink_staging/a2/part-00000-y-c000.snappy.parquet",
     )
     cleanup(str(out), older_than_s=3600, dry_run=False)

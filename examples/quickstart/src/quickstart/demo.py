@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("lost", f"{back['lost']:,}"),
                 (
                     "files of killed attempts on disk",
-                    f"{len(leftovers.orphans)} (not in the manifest, so never read)",
+                    f"{len(leftovers.removable)} (not in the manifest, so never read)",
                 ),
             ],
             ("check", "result"),

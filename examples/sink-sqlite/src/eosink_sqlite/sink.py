@@ -23,6 +23,7 @@ import attrs
 import pyarrow as pa
 
 import eosink
+from eosink_sqlite.cli import SqliteCommands
 from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
 
 PROOFS = "_eosink_commits"
@@ -63,7 +64,7 @@ def _plain(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
-class SqliteSink(eosink.Sink):
+class SqliteSink(SqliteCommands, eosink.Sink):
     """Exactly-once into a SQLite table; data and proof commit in one transaction."""
 
     name = "sqlite"

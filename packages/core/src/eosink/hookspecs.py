@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from eosink.model import BatchContext, Proof, Staged
+    from eosink.reports import CleanupReport, TargetStatus, Verification
 
 PROJECT = "eosink"
 
@@ -178,4 +179,54 @@ def abort(ctx: BatchContext, state: Any, messages: list[Any]) -> None:
     Must never delete or change anything a commit published: an attempt's staged objects that
     no proof references are the only things it may remove. Leftovers it cannot remove are
     orphans that the sink's cleanup removes later.
+    """
+
+
+# -- Operator hooks: the ``eosink`` command (optional) -----------------------------------------
+# ``eosink status|verify|cleanup SINK TARGET`` builds the sink from TARGET (its ``path``) and
+# the connection options given on the command line, then calls one of these on it. A sink
+# that does not implement one makes the command say so; third-party sinks may skip them all.
+
+
+@hookspec(firstresult=True)
+def target_status() -> TargetStatus | None:
+    """Describe the target: the proofs it holds and the sink's own bookkeeping.
+
+    Runs in the ``eosink`` command (``eosink status``), on the operator's machine, with the
+    sink built from the target and connection options only.
+
+    Returns a :class:`~eosink.reports.TargetStatus`: one proof per writer id (its last
+    committed batch, when, rows, fingerprint), and ``details`` with what only this sink knows
+    (a manifest's latest entry and size, Delta txns, open transactions of this sink).
+
+    Must never write to the target, take locks, or print credentials.
+    """
+
+
+@hookspec(firstresult=True)
+def verify_target() -> Verification | None:
+    """Check that what the proofs say is in the target is there.
+
+    Runs in the ``eosink`` command (``eosink verify``, exit code 0 or 1).
+
+    Returns a :class:`~eosink.reports.Verification`: how many objects were checked and one line
+    per problem (a listed file missing or of another size, a txn without its commit, a proof
+    without its rows).
+
+    Must never write to the target or repair anything: it only reports.
+    """
+
+
+@hookspec(firstresult=True)
+def cleanup_target(older_than_s: float, delete: bool) -> CleanupReport | None:
+    """Find (and with ``delete``, remove) what failed attempts left behind.
+
+    Runs in the ``eosink`` command (``eosink cleanup``; a dry run unless ``--delete``).
+
+    Returns a :class:`~eosink.reports.CleanupReport`: removable leftovers (orphan files,
+    staging folders, transactions of dead attempts) older than ``older_than_s`` seconds, and
+    the leftovers kept because they are younger.
+
+    Must never remove anything a proof references, and never anything younger than
+    ``older_than_s``: a live writer may still publish it.
     """

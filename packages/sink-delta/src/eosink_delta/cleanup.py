@@ -23,9 +23,9 @@ import math
 import sys
 from typing import Any
 
-import attrs
 import structlog
 
+from eosink.reports import CleanupReport, Leftover
 from eosink_delta.spark_files import remove_stale_staging
 from eosink_delta.store import delta_options, is_local
 
@@ -34,17 +34,9 @@ log = structlog.get_logger("eosink.delta")
 DEFAULT_OLDER_THAN_S = 24 * 3600.0
 
 
-@attrs.frozen
-class CleanupReport:
-    """What a cleanup found (and, unless a dry run, deleted)."""
-
-    orphans: tuple[str, ...]  # data files, relative to the table, that no live commit lists
-    staging: tuple[str, ...]  # staging folders of killed attempts
-    deleted: bool
-
-    def summary(self) -> str:
-        verb = "deleted" if self.deleted else "would delete"
-        return f"{verb} {len(self.orphans)} orphan file(s), {len(self.staging)} staging folder(s)"
+#: The kinds of leftovers in the report (:class:`eosink.reports.Leftover`).
+ORPHAN = "orphan file"  # a data file, relative to the table, that no live commit lists
+STAGING = "staging folder"  # of a killed attempt
 
 
 def cleanup(
@@ -57,6 +49,7 @@ def cleanup(
     """Find (and unless ``dry_run``, delete) what failed attempts left in the table at ``path``.
 
     ``storage_options``: delta-rs' options of the table's object store, as the sink takes them.
+    ``report.paths(ORPHAN)`` and ``report.paths(STAGING)`` give what was found.
     """
     from deltalake import DeltaTable
 
@@ -75,13 +68,13 @@ def cleanup(
         if is_local(path)
         else []
     )
-    report = CleanupReport(tuple(sorted(orphans)), tuple(staging), not dry_run)
+    report = CleanupReport(
+        path,
+        (*(Leftover(p, ORPHAN) for p in sorted(orphans)), *(Leftover(f, STAGING) for f in staging)),
+        deleted=not dry_run,
+    )
     log.info(
-        "delta.cleanup",
-        table=path,
-        orphans=len(report.orphans),
-        staging=len(report.staging),
-        dry_run=dry_run,
+        "delta.cleanup", table=path, orphans=len(orphans), staging=len(staging), dry_run=dry_run
     )
     return report
 
@@ -117,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
     args = parser.parse_args(argv)
     report = cleanup(args.path, older_than_s=args.older_than_hours * 3600, dry_run=not args.delete)
-    for relpath in report.orphans:
+    for relpath in report.paths(ORPHAN):
         print(("deleted  " if report.deleted else "orphan   ") + relpath)
-    for folder in report.staging:
+    for folder in report.paths(STAGING):
         print(("deleted  " if report.deleted else "staging  ") + folder)
     print(report.summary())
     return 0

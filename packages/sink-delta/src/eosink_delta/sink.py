@@ -42,6 +42,7 @@ from eosink import (
     hookimpl,
 )
 from eosink_delta import spark_files
+from eosink_delta.cli import DeltaCommands
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaMessage, PartitionWriter
 from eosink_delta.schema import (
@@ -79,7 +80,7 @@ class DeltaState:
     table_schema: str  # the table's Delta schema (JSON) the plan was checked against
 
 
-class DeltaSink(eosink.Sink):
+class DeltaSink(DeltaCommands, eosink.Sink):
     """Exactly-once into a Delta table: files + ``txn`` + proof in one Delta commit."""
 
     name = "delta"

@@ -23,13 +23,14 @@ Run it from Python (``eosink_files.cleanup(path, dry_run=False)``) or the comman
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from typing import Any
 
-import attrs
 import structlog
 
+from eosink.reports import CleanupReport, Leftover
 from eosink_files.log import LOG_DIR
 from eosink_files.reader import _store, read_log
 from eosink_files.spark_engine import STAGING_DIR
@@ -39,23 +40,10 @@ log = structlog.get_logger("eosink.files")
 DEFAULT_OLDER_THAN_S = 24 * 3600.0
 
 
-@attrs.frozen
-class CleanupReport:
-    """What a cleanup found (and, unless a dry run, deleted)."""
-
-    orphans: tuple[str, ...]  # relative paths of unlisted part files old enough to delete
-    orphan_bytes: int
-    young: tuple[str, ...]  # unlisted part files kept because a writer may still publish them
-    foreign: tuple[str, ...]  # unlisted files that are not part files: reported, never deleted
-    deleted: bool
-
-    def summary(self) -> str:
-        verb = "deleted" if self.deleted else "would delete"
-        return (
-            f"{verb} {len(self.orphans)} orphan file(s), {self.orphan_bytes} bytes; kept "
-            f"{len(self.young)} recent unlisted file(s); {len(self.foreign)} foreign file(s) "
-            "left alone"
-        )
+#: The kinds of leftovers in the report (:class:`eosink.reports.Leftover`).
+ORPHAN = "orphan file"  # an unlisted part file or staged file, old enough to delete
+YOUNG = "recent unlisted file"  # kept: a writer may still publish it
+FOREIGN = "foreign file"  # not a part file: reported, never deleted
 
 
 def cleanup(
@@ -66,7 +54,11 @@ def cleanup(
     compact_interval: int = 10,
     storage_options: dict[str, Any] | None = None,
 ) -> CleanupReport:
-    """Find (and unless ``dry_run``, delete) part files of ``path`` that the log does not list."""
+    """Find (and unless ``dry_run``, delete) part files of ``path`` that the log does not list.
+
+    The report's ``removable`` are the orphans, its ``kept`` the young and the foreign files
+    (``report.paths(ORPHAN)`` etc. give their paths).
+    """
     if older_than_s < 0:
         raise ValueError("older_than_s must be >= 0")
     store = _store(path, storage_options)
@@ -79,38 +71,39 @@ def cleanup(
     ]
     state = read_log(path, compact_interval, storage_options)
     committed = {f.relpath for f in state.files}
-    cutoff = (time.time() - older_than_s) * 1000
-    orphans, young, foreign = [], [], []
-    size = 0
+    now_ms = time.time() * 1000
+    cutoff = now_ms - older_than_s * 1000
+    orphans, kept = [], []
     for relpath, nbytes, mtime in [*listed_files, *temps, *staged]:
         base = relpath.rsplit("/", 1)[-1]
         if relpath in committed:
             continue
+        leftover = functools.partial(Leftover, relpath, size=nbytes, age_s=(now_ms - mtime) / 1000)
         is_temp = relpath.startswith((f"{LOG_DIR}/", f"{STAGING_DIR}/"))
         if not is_temp and (not base.startswith("part-") or base.startswith((".", "_"))):
             if not base.startswith((".", "_")):
-                foreign.append(relpath)
+                kept.append(leftover(FOREIGN))
             continue
         if mtime > cutoff:
-            young.append(relpath)
+            kept.append(leftover(YOUNG))
             continue
-        orphans.append(relpath)
-        size += nbytes
+        orphans.append(leftover(ORPHAN))
     if not dry_run:
-        for relpath in orphans:
-            store.delete(relpath)
-        young_attempts = {p.split("/")[1] for p in young if p.startswith(f"{STAGING_DIR}/")}
+        for orphan in orphans:
+            store.delete(orphan.path)
+        young_attempts = {
+            x.path.split("/")[1] for x in kept if x.path.startswith(f"{STAGING_DIR}/")
+        }
         for name, _ in store.listdir(STAGING_DIR):
             folder = f"{STAGING_DIR}/{name}"
             if name not in young_attempts and store.stat(folder)[1] <= cutoff:
                 store.delete_tree(folder)  # its files are gone: only empty folders remain
-    report = CleanupReport(tuple(orphans), size, tuple(young), tuple(foreign), not dry_run)
+    report = CleanupReport(path, tuple(orphans), tuple(kept), not dry_run)
     log.info(
         "files.cleanup",
         orphans=len(orphans),
-        orphan_bytes=size,
-        young=len(young),
-        foreign=len(foreign),
+        orphan_bytes=sum(x.size or 0 for x in orphans),
+        kept=len(kept),
         dry_run=dry_run,
     )
     return report
@@ -137,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         dry_run=not args.delete,
         compact_interval=args.compact_interval,
     )
-    for relpath in report.orphans:
+    for relpath in report.paths(ORPHAN):
         print(("deleted  " if report.deleted else "orphan   ") + relpath)
-    for relpath in report.foreign:
+    for relpath in report.paths(FOREIGN):
         print("foreign  " + relpath)
     print(report.summary())
     return 0

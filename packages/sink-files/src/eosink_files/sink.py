@@ -51,6 +51,7 @@ from eosink_files.log import (
     render,
 )
 from eosink_files import spark_engine
+from eosink_files.cli import FilesCommands
 from eosink_files.log_view import LogView, view_of
 from eosink_files.options import FilesOptions
 from eosink_files.spark_process import in_spark_application
@@ -151,7 +152,7 @@ class _Counted:
             yield chunk
 
 
-class FilesSink(eosink.Sink):
+class FilesSink(FilesCommands, eosink.Sink):
     """Exactly-once files in a folder; each batch is published by one manifest log file."""
 
     name = "files"

@@ -31,6 +31,7 @@ import structlog
 import eosink
 from eosink import BatchContext, ConfigurationError, Proof, crash_point, hookimpl
 from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
+from eosink_yt_dynamic.cli import YtDynamicCommands
 from eosink_yt_dynamic.keys import (
     KeyPlan,
     check_no_null_keys,
@@ -141,7 +142,7 @@ class WriteMessage:
         return self.chunks
 
 
-class YtDynamicSink(eosink.Sink):
+class YtDynamicSink(YtDynamicCommands, eosink.Sink):
     """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
 
     name = "yt-dynamic"

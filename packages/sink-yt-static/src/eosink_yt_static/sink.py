@@ -34,6 +34,7 @@ from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
 from eosink_yt_common import key_columns, retry_unit
 from eosink_yt_static import keeper, publish, staging, target
 from eosink_yt_static import tx as txs
+from eosink_yt_static.cli import YtStaticCommands
 from eosink_yt_static.options import YtStaticOptions
 from eosink_yt_static.staging import YtStaticMessage, YtStaticState
 from eosink_yt_static.state_store import StateStore
@@ -48,7 +49,7 @@ MAIN_COMMIT_ROUNDS = 5
 __all__ = ["PROOFS_ATTR", "YtStaticMessage", "YtStaticOptions", "YtStaticSink", "YtStaticState"]
 
 
-class YtStaticSink(eosink.Sink):
+class YtStaticSink(YtStaticCommands, eosink.Sink):
     """Exactly-once into a YT static table through a per-batch transaction tree."""
 
     name = "yt-static"

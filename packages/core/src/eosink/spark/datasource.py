@@ -49,8 +49,15 @@ from eosink.protocol import (
     finish,
     prepare,
 )
-from eosink.registry import installed_sinks, installed_sources, plugin_manager, sink_from_options
+from eosink.registry import (
+    installed_sinks,
+    installed_sources,
+    plugin_manager,
+    sink_class,
+    sink_from_options,
+)
 from eosink.spark.checkpoint import stream_position
+from eosink.spark.executor_env import check_executors
 
 log = structlog.get_logger("eosink")
 
@@ -302,6 +309,7 @@ DATA_SOURCES = _define_data_sources()
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
+    check_executors(spark, [sink_class(name) for name in DATA_SOURCES])
     classes = [*DATA_SOURCES.values(), *(ep.load() for ep in installed_sources().values())]
     for cls in classes:
         spark.dataSource.register(cls)

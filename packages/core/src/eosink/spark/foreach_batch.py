@@ -18,6 +18,7 @@ from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
 from eosink.spark.checkpoint import query_id_of
+from eosink.spark.executor_env import check_executors
 from eosink.spark.executors import arrow_schema, spark_run_writes
 
 log = structlog.get_logger("eosink")
@@ -147,6 +148,7 @@ class ForeachBatchWriter:
         if query.connect:
             query = declared_query(self.checkpoint, self.writer_id)
         check_output_mode(query.output_mode, self.mode)
+        check_executors(df.sparkSession, self.sinks)  # after the cheap checks of the query
         schema = arrow_schema(df)
         fan_out = len(self.sinks) > 1
         if fan_out:  # every sink reads the batch: compute it once
@@ -257,6 +259,7 @@ def write_batch(
             "runs (e.g. the run date as 20261122); a version at or below the last committed "
             "one is skipped"
         )
+    check_executors(df.sparkSession, sinks)
     schema = arrow_schema(df)
     outcomes = []
     for sink in sinks:

@@ -1,0 +1,44 @@
+"""The files sink's answers to ``eosink status|verify|cleanup`` (its operator hooks)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from eosink_files.cleanup import FOREIGN, ORPHAN
+from eosink_files.sink import FilesSink
+from files_helpers import run
+
+
+def test_status_verify_and_cleanup_of_a_written_folder(tmp_path):
+    out = tmp_path / "out"
+    sink = FilesSink(path=str(out))
+    for batch in range(3):
+        run(sink, batch, writer="orders")
+    run(sink, 0, writer="backfill")
+
+    status = sink.target_status()
+    assert [(p.writer_id, p.batch_id) for p in status.writers] == [("backfill", 0), ("orders", 2)]
+    assert status.details["manifest_latest_entry"] == 3
+    assert status.details["committed_files"] == 8 and status.details["format"] == "parquet"
+
+    assert sink.verify_target().ok and sink.verify_target().checked == 8
+
+    orphan = out / "part-00009-dead-0-c000.snappy.parquet"
+    orphan.write_bytes(b"PAR1")
+    old = time.time() - 7200
+    os.utime(orphan, (old, old))
+    (out / "notes.txt").write_text("mine")
+    dry = sink.cleanup_target(older_than_s=3600, delete=False)
+    assert dry.paths(ORPHAN) == (orphan.name,) and dry.removable[0].size == 4
+    assert dry.removable[0].age_s >= 7200 and dry.paths(FOREIGN) == ("notes.txt",)
+    assert (
+        dry.summary() == "would delete 1 orphan file(s), 4 bytes; kept 1 foreign file(s), 4 bytes"
+    )
+    done = sink.cleanup_target(older_than_s=3600, delete=True)
+    assert done.deleted and not orphan.exists() and (out / "notes.txt").exists()
+
+    victim = sorted(out.glob("part-*"))[0]
+    victim.unlink()
+    broken = sink.verify_target()
+    assert len(broken.problems) == 1 and broken.problems[0].startswith(f"missing: {victim.name}")

@@ -1,0 +1,93 @@
+"""Streaming queries on the standalone cluster, run as their own process (a driver a test can kill).
+
+Usage: ``python -m cluster_job <job.json>``, where the JSON holds ``master`` (the cluster's
+URL), ``work`` (a folder with ``in/``: one JSON file per micro-batch), ``door``
+(``foreach_batch`` or ``data_source``), ``conf`` (more Spark settings) and ``targets``: one
+query per target, all at once in this driver, each with its ``name``, ``sink``, ``options``
+(the sink's, as strings) and, for the files sink, ``read_back`` (where to write the ids that
+Spark's own reader finds in the target after the queries end).
+
+Stalls: while ``<work>/armed`` holds an id, the task of each query whose rows contain it writes
+``<work>/reached-<query name>-<id>`` (``pid=<its Python worker's pid>``) and waits, so a test
+can kill the driver or that task's worker in the middle of the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+SCHEMA = "id long, name string, tablet_index long, row_index long"
+
+
+def _armed(work: str) -> int | None:
+    try:
+        with open(os.path.join(work, "armed")) as f:
+            return int(f.read().strip() or -1)
+    except (OSError, ValueError):
+        return None
+
+
+def stall(work: str, name: str):
+    def apply(batches):
+        for batch in batches:
+            armed = _armed(work)
+            if armed is not None and armed in batch.column("id").to_pylist():
+                with open(os.path.join(work, f"reached-{name}-{armed}"), "w") as f:
+                    f.write(f"pid={os.getpid()}")
+                while _armed(work) == armed:
+                    time.sleep(0.2)
+            yield batch
+
+    return apply
+
+
+def start_query(spark, work: str, door: str, target: dict):
+    import eosink
+
+    name, sink, options = target["name"], target["sink"], target["options"]
+    df = (
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(os.path.join(work, "in"))
+        .repartition(2)
+    )
+    df = df.mapInArrow(stall(work, name), df.schema)
+    if door == "foreach_batch":
+        writer = df.writeStream.foreachBatch(
+            eosink.foreach_batch(eosink.sink(sink, **options), writer_id="orders")
+        )
+    else:
+        writer = df.writeStream.format(f"eosink-{sink}").option("writerId", "orders")
+        for key, value in options.items():
+            writer = writer.option(key, value)
+    checkpoint = os.path.join(work, "ckpt", name)
+    return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+
+
+def main(config_path: str) -> None:
+    with open(config_path) as f:
+        job = json.load(f)
+    import eosink
+    from eosink.testing.spark import local_spark
+
+    work, door = job["work"], job["door"]
+    spark = local_spark(**{"spark.master": job["master"], **job.get("conf", {})})
+    if door == "data_source":
+        eosink.register_data_sources(spark)
+    queries = [start_query(spark, work, door, target) for target in job["targets"]]
+    for query in queries:
+        query.awaitTermination()
+    for target in job["targets"]:
+        if target.get("read_back"):
+            path = target["options"]["path"]
+            ids = [r.id for r in spark.read.parquet(path).select("id").collect()]
+            with open(target["read_back"], "w") as f:
+                json.dump(ids, f)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
