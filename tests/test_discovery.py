@@ -25,10 +25,15 @@ def test_unknown_option_of_a_real_sink_lists_its_options(tmp_path):
         eosink.sink("sqlite", path=str(tmp_path / "t.db"), tabel="x")
 
 
-def test_sources_are_registered_through_their_entry_point_group():
+def test_sources_are_registered_through_their_entry_point_group(monkeypatch):
     """eosink.register_data_sources registers the sinks' data sources and every installed
-    source of the eosink.sources group (a stand-in session records what Spark would get)."""
+    source of the eosink.sources group (a stand-in session records what Spark would get; it
+    runs no jobs, so the executors' probe is switched off)."""
     from types import SimpleNamespace
+
+    from eosink.spark.executor_env import SKIP_ENV
+
+    monkeypatch.setenv(SKIP_ENV, "0")
 
     from eosink.registry import installed_sources
 
