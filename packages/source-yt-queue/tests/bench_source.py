@@ -16,6 +16,7 @@ query starts the JVM and the Python workers first. Runs are interleaved and the 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -104,7 +105,10 @@ def main() -> None:
     client = emu.client()
     make_queue(client, "//bench/q", total, tablets)
     make_queue(client, "//bench/warm", 1_000, tablets)
-    spark = local_spark(2)
+    # Spark's Python workers get this process's import path: under `./pants run` the sources
+    # are on sys.path but in no installed location the workers' interpreter would search.
+    path = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+    spark = local_spark(2, **{"spark.executorEnv.PYTHONPATH": path})
     eosink_yt_queue.register(spark)
     source(spark, emu, "//bench/warm")
     best = {"bare": 1e9, "source": 1e9}
