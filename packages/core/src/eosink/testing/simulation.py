@@ -44,6 +44,7 @@ regression test.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -175,6 +176,16 @@ class Writer:
         return f"{self.writer_id}#{self.generation}"
 
 
+def _fault_kind(fault: Any) -> str:
+    if fault is None:
+        return "none"
+    if isinstance(fault, str):
+        return "inside_commit"
+    if isinstance(fault, FaultPlugin):
+        return fault.point
+    return f"store_{fault.kind}"
+
+
 def row_id(writer: int, batch: int, partition: int, row: int) -> int:
     return writer * WRITER_SPAN + batch * BATCH_SPAN + partition * PARTITION_SPAN + row
 
@@ -252,6 +263,7 @@ class History(RuleBasedStateMachine):
         self.status: dict[tuple[int, int], str] = {}  # "committed" or "maybe"
         self.damaged = False
         self.workers = itertools.count()
+        self.stats: Counter[str] = Counter()
 
     # -- set-up ----------------------------------------------------------------------------
     @initialize(data=st.data())
@@ -282,6 +294,22 @@ class History(RuleBasedStateMachine):
             forget_process()
             if self.target is not None:
                 self.target.close()
+                self._record_stats()
+
+    def _record_stats(self) -> None:
+        """One JSON line per history, where the soak command asks for them."""
+        path = os.environ.get("EOSINK_SIMULATION_STATS")
+        if not path:
+            return
+        self.stats.update(
+            writers=len(self.writers),
+            batches=len(self.data),
+            store_faults_fired=self._fired(),
+            damaged=int(self.damaged),
+        )
+        line = json.dumps({"kit": type(self.kit).__name__, **self.stats})
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
 
     # -- the steps ---------------------------------------------------------------------------
     @precondition(lambda self: not self.damaged)
@@ -318,6 +346,22 @@ class History(RuleBasedStateMachine):
             self.crash_points.crash_at = None
         self._disarm()
         self._done(writer, outcome.status)
+
+    @precondition(lambda self: not self.damaged)
+    @rule(data=st.data(), batches=st.integers(2, 8))
+    def burst(self, data: st.DataObject, batches: int) -> None:
+        """Several batches of one writer in a row, without faults: the log, the history and
+        the other writers' views age by many commits in one step (another writer's long
+        batch outlives them, compactions and expiry come round)."""
+        writer = self._idle_writer(data)
+        for _ in range(batches if writer is not None else 0):
+            batches_data = self._batch_data(data, writer)
+            sink = self._in(writer.pid, self.target.sink)
+            with simulated_process(writer.pid):
+                outcome = run_batch(
+                    sink, self._context(writer, sink), self.spec.schema, self._runner(batches_data)
+                )
+            self._done(writer, outcome.status)
 
     @precondition(lambda self: not self.damaged)
     @rule(data=st.data())
@@ -398,7 +442,12 @@ class History(RuleBasedStateMachine):
         pid = f"operator-{next(self.workers)}"
         with simulated_process(pid):
             pm = plugin_manager(self.target.sink())
-            pm.hook.cleanup_target(older_than_s=older_than, delete=True)
+            try:
+                pm.hook.cleanup_target(older_than_s=older_than, delete=True)
+            except EosinkError:
+                # a clear refusal is fine before anything was committed (no log to read yet)
+                if any(s == "committed" for s in self.status.values()):
+                    raise
 
     @precondition(
         lambda self: not self.damaged
@@ -425,6 +474,7 @@ class History(RuleBasedStateMachine):
     # -- the judge ---------------------------------------------------------------------------
     @invariant()
     def readers_see_each_batch_once(self) -> None:
+        self.stats["steps"] += 1
         if self.target is None or self.damaged:
             return
         self.check_rows()
@@ -556,11 +606,12 @@ class History(RuleBasedStateMachine):
                 st.builds(
                     StoreFault,
                     kind=st.sampled_from(["error", "lost_reply", "short_write"]),
-                    after=st.integers(1, 40),
+                    after=st.integers(1, 16),
                     ops=st.sampled_from([OPS, ("put",), ("get", "head"), ("list",), ("delete",)]),
                 )
             )
         fault = data.draw(st.one_of(choices), label="fault")
+        self.stats[f"fault_{_fault_kind(fault)}"] += 1
         if isinstance(fault, str):
             self.crash_points.crash_at = fault
         elif isinstance(fault, StoreFault):
