@@ -25,13 +25,13 @@ lock.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from itertools import islice
 
 import structlog
 
-from eosink import ConfigurationError
+from eosink import ConfigurationError, clock
+from eosink.process import process_state
 from eosink_files.log import (
     LOG_DIR,
     LogFile,
@@ -297,7 +297,7 @@ class LogView:
         if delay_s < 0 or len(self.compacts) < 2:
             return 0
         keep_from = self.compacts[-2]
-        cutoff = (time.time() - delay_s) * 1000
+        cutoff = (clock.now() - delay_s) * 1000
         store, removed = self.folder.store, 0
         for log_id in list(islice(self.files, budget)):
             if log_id >= keep_from:
@@ -316,21 +316,29 @@ class LogView:
         return removed
 
 
-_views: dict[tuple[str, int, bool], LogView] = {}
+#: Guards the views of every process (see :func:`view_of`).
 _views_lock = threading.Lock()
+
+
+def _views() -> dict[tuple[str, int, bool], LogView]:
+    """This process's views: a restarted driver or another query has views of its own (the
+    conformance kit's simulation runs several such processes in one Python process)."""
+    return process_state("eosink_files.views")
 
 
 def view_of(store: Store, compact_interval: int, single_writer: bool) -> LogView:
     """The view of this folder's log in this process (created on first use)."""
     key = (store.root_uri, compact_interval, single_writer)
     with _views_lock:
-        view = _views.get(key)
+        views = _views()
+        view = views.get(key)
         if view is None or view.folder.store.location != store.location:
-            view = _views[key] = LogView(LogFolder(store, compact_interval, single_writer))
+            view = views[key] = LogView(LogFolder(store, compact_interval, single_writer))
         return view
 
 
 def forget_views() -> None:
-    """Drop every view, as a restart of the process does (tests that tear a log file use it)."""
+    """Drop this process's views, as a restart of the process does (tests that tear a log
+    file use it)."""
     with _views_lock:
-        _views.clear()
+        _views().clear()

@@ -19,13 +19,12 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
-from eosink import ConfigurationError
+from eosink import ConfigurationError, clock
 from eosink.options import MASK, secret_values
 
 #: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.
@@ -498,7 +497,7 @@ class FsspecStore(Store):
         mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
         if hasattr(mtime, "timestamp"):
             mtime = mtime.timestamp()
-        return int(info["size"]), int(float(mtime or time.time()) * 1000)
+        return int(info["size"]), int(float(mtime or clock.now()) * 1000)
 
     def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
         # One listing per folder, not one request per file.
