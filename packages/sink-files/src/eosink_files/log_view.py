@@ -55,6 +55,11 @@ COPY_CHUNK = 1 << 20
 #: Log files deleted at most per commit: more than the one file a commit adds, so a backlog
 #: drains, few enough that a commit never waits on a mass deletion.
 EXPIRE_PER_COMMIT = 4
+#: A view confirmed by a read of the target less than this fraction of the cleanup delay ago
+#: may decide where the next log file goes. A log file created after that read cannot be
+#: expired before the whole delay has passed since it; the rest of the delay is the margin for
+#: writers' and the store's clocks that disagree. See :meth:`LogView.confirmed_within`.
+TRUST_FRACTION = 0.5
 
 #: Hidden folders that mean "this folder belongs to another table format".
 FOREIGN_MARKERS = {"_delta_log": "a Delta table (use the delta sink)", ".hoodie": "a Hudi table"}
@@ -187,6 +192,8 @@ class LogView:
         self.compacts: list[int] = []  # the compacts among them, ascending
         self.plan: list[LogFile] = []  # what Spark's reader reads now, parsed
         self.torn: int | None = None  # single-writer mode: a torn latest file, read as absent
+        #: when (eosink.clock) the last read of the target that brought the view up to date began
+        self.confirmed_at: float | None = None
 
     @property
     def latest(self) -> int:
@@ -203,22 +210,43 @@ class LogView:
             return dict(self.files)
         return {i: self.files[i] for i in range(start, self.latest + 1) if i in self.files}
 
+    def confirmed_within(self, delay_s: float) -> bool:
+        """Whether the view may place the next log file without reading the target again.
+
+        Expiry (of any writer) deletes only log files older than ``delay_s``, oldest first, and
+        log ids are dense. The view's latest id ``N - 1`` was there and ``N`` was free when
+        the last read began, so a file at ``N`` is younger than that read and cannot have been
+        expired less than ``delay_s`` after it. Past that, ``N`` may be a slot that was taken
+        and expired since: a log file published there is never read (Spark's reader starts at
+        the latest compact), so the view must be read again. ``delay_s`` < 0: nothing expires.
+        """
+        if not self.loaded or self.confirmed_at is None:
+            return False
+        if delay_s < 0:
+            return True
+        return clock.now() - self.confirmed_at < delay_s * TRUST_FRACTION
+
     # -- bringing the view up to date ----------------------------------------------------------
-    def refresh(self) -> None:
+    def refresh(self, cleanup_delay_s: float) -> None:
         """A fresh read of the target: the log files published since the last call.
 
         One round trip on object stores when nothing is new: the latest file and the latest
         compact are still there (else the log is listed again) and the next id is absent,
-        asked together.
+        asked together. Probing the next ids is sound only while every id published since
+        the last read is sure to be there (:meth:`confirmed_within` the cleanup delay): past
+        that, an expiry may have removed the latest file and the ones after it between two
+        of the probes, and a free-looking id would be an expired one; the log is listed again.
         """
-        if not self.loaded:
-            self._load(self.folder.listing())
+        if not self.confirmed_within(cleanup_delay_s):
+            self.reload()
             return
+        began = clock.now()
         known = {(i, self.files[i]) for i in [self.latest, *self.compacts[-1:]] if i >= 0}
         log_id = self.latest + 1
         present = self.folder.present(known | self._candidates(log_id))
         if not known <= present:
             self._load(self.folder.listing())
+            self.confirmed_at = began
             return
         found = {}
         while (compact := self._found(log_id, present)) is not None:
@@ -227,6 +255,13 @@ class LogView:
             present = self.folder.present(self._candidates(log_id))
         if found:
             self._add(found)
+        self.confirmed_at = began
+
+    def reload(self) -> None:
+        """List the log again and read what Spark's reader reads, as on a first use."""
+        began = clock.now()
+        self._load(self.folder.listing())
+        self.confirmed_at = began
 
     @staticmethod
     def _candidates(log_id: int) -> set[tuple[int, bool]]:
