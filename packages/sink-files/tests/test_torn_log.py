@@ -12,9 +12,11 @@ import os
 from collections import Counter
 
 import pytest
-from eosink_files import ManifestError, read_table
+from eosink_files import ManifestError, committed_files, read_table
+from eosink_files.log import LOG_DIR
 from eosink_files.log_view import forget_views
 from eosink_files.sink import FilesSink
+from eosink_files.store import FsspecStore, LocalStore
 from files_helpers import rows, run
 
 from eosink import BatchContext
@@ -76,3 +78,125 @@ def test_torn_log_file_without_single_writer_is_reported(tmp_path):
     with pytest.raises(ManifestError, match="0 is damaged.*does not end with its closing line"):
         run(FilesSink(path=str(out)), 0)
     assert os.path.exists(log_file)
+
+
+# -- a compaction whose source fails publishes nothing -------------------------------------------
+class FailingRead:
+    """A file being read that breaks off (a connection reset) once ``limit`` bytes were read."""
+
+    def __init__(self, f, limit: int) -> None:
+        self.f, self.left = f, limit
+
+    def seek(self, *args):
+        return self.f.seek(*args)
+
+    def read(self, size=-1):
+        if self.left <= 0:
+            raise ConnectionResetError("connection reset while reading the previous compact")
+        data = self.f.read(self.left if size < 0 else min(size, self.left))
+        self.left -= len(data)
+        return data
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def break_reads_of(monkeypatch, name: str, limit: int, store=FsspecStore) -> None:
+    """Reads of log file ``name`` break off after ``limit`` bytes (the compaction's source)."""
+    open_read = store.open_read
+
+    def failing(self, relpath):
+        f = open_read(self, relpath)
+        return FailingRead(f, limit) if relpath == f"{LOG_DIR}/{name}" else f
+
+    monkeypatch.setattr(store, "open_read", failing)
+
+
+def log_keys(bucket) -> list[str]:
+    listing = bucket.endpoint.client().list_objects_v2(Bucket=bucket.name, Prefix=f"out/{LOG_DIR}/")
+    return sorted(o["Key"].rsplit("/", 1)[-1] for o in listing.get("Contents", []))
+
+
+def s3_files_sink(bucket) -> FilesSink:
+    return FilesSink(
+        path=bucket.uri("out"), storage_options=bucket.endpoint.fsspec_options(), compact_interval=3
+    )
+
+
+def test_compaction_whose_source_breaks_off_publishes_nothing_on_s3(s3_bucket, monkeypatch):
+    """The previous compact's read fails after the new compact's first bytes were written:
+    the object store must not receive a truncated compact (s3fs uploads what it buffered when
+    the file is closed), which every writer would then refuse for good."""
+    for b in range(5):  # ids 0, 1, 2.compact, 3, 4
+        assert run(s3_files_sink(s3_bucket), b).status == "committed"
+    break_reads_of(monkeypatch, "2.compact", limit=100)
+    with pytest.raises(ConnectionResetError):
+        run(s3_files_sink(s3_bucket), 5)  # a compact at id 5
+    assert "5.compact" not in log_keys(s3_bucket)
+    monkeypatch.undo()
+    assert run(s3_files_sink(s3_bucket), 5).status == "committed"  # the replay
+    assert run(s3_files_sink(s3_bucket), 6).status == "committed"
+    opts = s3_bucket.endpoint.fsspec_options()
+    held = read_table(s3_bucket.uri("out"), compact_interval=3, storage_options=opts)
+    assert sorted(held.column("id").to_pylist()) == expected_ids(range(7))
+
+
+def test_multipart_compaction_whose_source_breaks_off_is_aborted_on_s3(s3_bucket, monkeypatch):
+    """The same with a compact larger than s3fs's 5 MiB block: the parts already uploaded
+    belong to a multipart upload that must be aborted, never completed."""
+    from eosink.model import Proof
+    from eosink_files.log import FileEntry, ProofEntry, closing_line, render
+
+    opts = s3_bucket.endpoint.fsspec_options()
+    store = FsspecStore(s3_bucket.uri("out"), storage_options=opts)
+    log_uri = store.uri(LOG_DIR)
+    proofs = [
+        ProofEntry(Proof("w", b, "q1", rows=8), f"{b:032x}", b, "parquet", (), "append")
+        for b in range(3)
+    ]
+    entries = [
+        FileEntry(store.uri(f"part-{i:05d}-{i:032x}-{i}-c000.snappy.parquet"), 1000, 0).to_line()
+        for i in range(30_000)
+    ]
+    big = render([p.to_line(log_uri) for p in proofs], entries, b"", closing_line(2, log_uri))
+    assert len(big) > 6 << 20
+    store.fs.pipe_file(store._p(f"{LOG_DIR}/2.compact"), big)  # a history of 30,000 files
+    for b in range(3, 5):
+        assert run(s3_files_sink(s3_bucket), b).status == "committed"
+    break_reads_of(monkeypatch, "2.compact", limit=6 << 20)  # past one 5 MiB part
+    with pytest.raises(ConnectionResetError):
+        run(s3_files_sink(s3_bucket), 5)
+    assert "5.compact" not in log_keys(s3_bucket)
+    client = s3_bucket.endpoint.client()
+    assert not client.list_multipart_uploads(Bucket=s3_bucket.name).get("Uploads")
+    monkeypatch.undo()
+    assert run(s3_files_sink(s3_bucket), 5).status == "committed"
+    listed = committed_files(s3_bucket.uri("out"), compact_interval=3, storage_options=opts)
+    assert len(listed) == 30_000 + 3 * 2
+
+
+@pytest.mark.parametrize("where", ["local", "memory", "local-single-writer"])
+def test_compaction_whose_source_breaks_off_publishes_nothing(tmp_path, memory_url, where):
+    """The other ways of publishing: a temporary file linked to its name, the memory store."""
+    out = memory_url if where == "memory" else str(tmp_path / "out")
+    single = where.endswith("single-writer")
+
+    def sink():
+        return FilesSink(path=out, compact_interval=3, single_writer=single)
+
+    for b in range(5):
+        assert run(sink(), b).status == "committed"
+    with pytest.MonkeyPatch.context() as patch:
+        store = FsspecStore if where == "memory" else LocalStore
+        break_reads_of(patch, "2.compact", limit=100, store=store)
+        with pytest.raises(ConnectionResetError):
+            run(sink(), 5)
+    store = sink()._store()
+    assert "5.compact" not in {name for name, _ in store.listdir(LOG_DIR)}
+    assert run(sink(), 5).status == "committed"
+    assert sorted(read_table(out, compact_interval=3).column("id").to_pylist()) == expected_ids(
+        range(6)
+    )

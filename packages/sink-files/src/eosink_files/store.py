@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
+import structlog
+
 from eosink import ConfigurationError, clock
 from eosink.options import MASK, secret_values
 
@@ -55,6 +57,8 @@ _FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
 #: folders whose names start with "_").
 PROBE_DIR = "_eosink_probe"
 
+log = structlog.get_logger("eosink.files")
+
 _memory_lock = threading.Lock()
 
 #: What a log file is published from: its bytes, or its chunks (a compaction streams them).
@@ -63,6 +67,45 @@ Data = Union[bytes, Iterable[bytes]]
 
 def chunks(data: Data) -> Iterable[bytes]:
     return (data,) if isinstance(data, bytes) else data
+
+
+def _write_whole(f: Any, data: Data) -> None:
+    """Write ``data`` into ``f`` (just opened for writing) and close it, which uploads it; if
+    producing or writing ``data`` fails, upload nothing.
+
+    The data of a compaction is produced while it is written (the previous compact is
+    streamed), so that may fail part-way. fsspec's buffered files (s3fs, gcsfs, adlfs)
+    upload what they hold when they are closed, and ``with`` and their ``__del__`` close them
+    after an error too: a log file cut short would be published, and every writer would then
+    refuse the folder.
+    """
+    try:
+        for chunk in chunks(data):
+            f.write(chunk)
+    except BaseException:
+        _abandon(f)
+        raise
+    f.close()
+
+
+def _abandon(f: Any) -> None:
+    """Drop a file being written without publishing it (see :func:`_write_whole`).
+
+    ``discard`` ends the upload the store has begun: s3fs aborts its multipart upload, gcsfs
+    cancels its resumable upload (adlfs' staged blocks stay uncommitted: invisible, and
+    removed by Azure). Marking the file closed keeps ``close`` and ``__del__`` from uploading
+    the buffer. A file of another kind is closed: the caller removes what it left.
+    """
+    discard = getattr(f, "discard", None)
+    if discard is None:
+        f.close()
+        return
+    try:
+        discard()
+    except Exception as exc:  # noqa: BLE001 - an unfinished upload is invisible to readers
+        log.warning("files.upload_discard_failed", error=type(exc).__name__)
+    finally:
+        f.closed = True
 
 
 def spark_root_uri(
@@ -550,18 +593,19 @@ class FsspecStore(Store):
                 return True
         if self.protocol in CONDITIONAL_CREATE:
             try:
-                with self.fs.open(path, "xb") as f:  # the store refuses if the name exists
-                    for chunk in chunks(data):
-                        f.write(chunk)
+                # the store refuses the upload (at close) if the name exists
+                _write_whole(self.fs.open(path, "xb"), data)
             except FileExistsError:
                 return False
             return True
         # single-writer mode (checked by the sink): no concurrent writer can race this check
         if self.fs.exists(path):
             return False
-        with self.fs.open(path, "wb") as f:
-            for chunk in chunks(data):
-                f.write(chunk)
+        try:
+            _write_whole(self.fs.open(path, "wb"), data)
+        except BaseException:
+            self.delete(relpath)  # a filesystem that writes in place left a part: ours alone
+            raise
         return True
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
