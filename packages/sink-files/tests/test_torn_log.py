@@ -1,9 +1,13 @@
-"""A torn log file is never taken for a complete one.
+"""A torn log file is never taken for a complete one, nor published.
 
 In ``single_writer`` mode the filesystem cannot publish a file atomically, so a crash may leave
 any prefix of a log file behind. A prefix that ends on a line boundary is valid JSON lines: if
 it held the proof but not all the files, the replay would be skipped and rows lost. A log file
 counts only when its closing line is there; the replay then rewrites the torn file.
+
+Elsewhere a log file cut short is damage: refused with an error naming it, by a process that
+read it before as by a new one. And a log file whose content fails part-way while it is
+written (a compaction streams the previous compact) is never published.
 """
 
 from __future__ import annotations
@@ -78,6 +82,58 @@ def test_torn_log_file_without_single_writer_is_reported(tmp_path):
     with pytest.raises(ManifestError, match="0 is damaged.*does not end with its closing line"):
         run(FilesSink(path=str(out)), 0)
     assert os.path.exists(log_file)
+
+
+# -- a damaged latest log file is refused, also by a process that read it before ------------------
+def cut_mid_line(data: bytes, lines_from_end: int) -> bytes:
+    """``data`` cut in the middle of its ``lines_from_end``-th line from the end (1: the last)."""
+    lines = data.rstrip(b"\n").split(b"\n")
+    line = lines[-lines_from_end]
+    return b"\n".join([*lines[:-lines_from_end], line[: len(line) // 2]])
+
+
+@pytest.mark.parametrize("process", ["same", "fresh"])
+@pytest.mark.parametrize(("last", "name"), [(4, "4"), (9, "9.compact")], ids=["delta", "compact"])
+@pytest.mark.parametrize("cut", [1, 2], ids=["closing-line", "last-file-entry"])
+def test_damaged_latest_log_file_is_refused(tmp_path, process, last, name, cut):
+    """Someone cuts the latest log file in the middle of a line. Spark's reader fails on the
+    folder from then on: the next batch must fail too, naming the file, never commit on top
+    of it, whether its process read the file before (and keeps its view) or not."""
+    out = str(tmp_path / "out")
+    for b in range(last + 1):
+        run(FilesSink(path=out), b)
+    log_dir = os.path.join(out, LOG_DIR)
+    log_file = os.path.join(log_dir, name)
+    with open(log_file, "rb") as f:
+        damaged = cut_mid_line(f.read(), cut)
+    with open(log_file, "wb") as f:
+        f.write(damaged)
+    if process == "fresh":
+        forget_views()
+    before = sorted(os.listdir(log_dir))
+    for _ in range(2):  # and again: the error stays until the file is restored
+        with pytest.raises(ManifestError, match=f"{LOG_DIR}/{name} is damaged.*Restore the file"):
+            run(FilesSink(path=out), last + 1)
+    assert sorted(os.listdir(log_dir)) == before
+
+
+@pytest.mark.parametrize("where", ["memory", "s3"])
+def test_damaged_latest_log_file_is_refused_on_fsspec_stores(memory_url, request, where):
+    """The same through fsspec, where the latest file's tail is read along with the probes of
+    the next ids, in one round trip."""
+    if where == "s3":
+        bucket = request.getfixturevalue("s3_bucket")
+        out, opts = bucket.uri("out"), bucket.endpoint.fsspec_options()
+    else:
+        out, opts = memory_url, None
+    for b in range(2):
+        run(FilesSink(path=out, storage_options=opts), b)
+    store = FilesSink(path=out, storage_options=opts)._store()
+    path = store._p(f"{LOG_DIR}/1")
+    store.fs.pipe_file(path, cut_mid_line(store.fs.cat_file(path), 1))
+    with pytest.raises(ManifestError, match=f"{LOG_DIR}/1 is damaged.*closing line"):
+        run(FilesSink(path=out, storage_options=opts), 2)
+    assert sorted(name for name, _ in store.listdir(LOG_DIR)) == ["0", "1"]
 
 
 # -- a compaction whose source fails publishes nothing -------------------------------------------

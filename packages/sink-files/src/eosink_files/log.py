@@ -263,6 +263,34 @@ def check_closed(name: str, log_id: int, has_proofs: bool, closing: int | None) 
         )
 
 
+def check_tail(name: str, log_id: int, has_proofs: bool, tail: bytes, whole: bool) -> bytes:
+    """Refuse a log file whose last bytes show it was cut; return ``tail`` without its closing
+    line.
+
+    ``tail``: the file's last bytes (all of it when ``whole``). A file with proofs ends with
+    its closing line; any other (Spark's own, an empty filler) with a complete line, ``v1`` or
+    a file entry, as Spark's reader needs.
+    """
+    before, closing = split_closing(tail)
+    if has_proofs:
+        check_closed(name, log_id, True, closing)
+        return before
+    trimmed = tail.rstrip(b"\n")
+    cut = trimmed.rfind(b"\n")
+    if cut < 0 and not whole:
+        return before  # one line longer than the tail: nothing to judge by
+    last = trimmed[cut + 1 :]
+    if last.strip() == VERSION_LINE.encode() or closing is not None:
+        return before
+    try:
+        entry = json.loads(last)
+        if not isinstance(entry, dict) or "path" not in entry:
+            raise ValueError("not a file entry")
+    except ValueError as exc:
+        raise _damaged(name, f"its last line is not a complete JSON file entry ({exc})") from None
+    return before
+
+
 def parse(data: bytes, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
     """Parse one log file as Spark does; ``header_only`` stops after the proof lines.
 

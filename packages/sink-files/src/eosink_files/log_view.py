@@ -13,6 +13,8 @@ and re-reading them for every decision would make each batch cost O(log files). 
   stays true; it is brought up to date by **probing the next ids** (a commit of any writer in
   any process publishes the next free id), a fresh read of the target on every decision, and
   re-lists the folder when the latest files it knows are gone (a folder replaced or damaged).
+  The same read takes the latest file's last bytes, so a latest file cut since (by hand, by a
+  tool) is refused as it is by a process that reads it for the first time.
 * Log files older than the second-latest compact are deleted a few per commit once
   ``log_cleanup_delay_s`` has passed since they were written, oldest first, so no commit
   unlinks thousands of files.
@@ -37,13 +39,12 @@ from eosink_files.log import (
     LogFile,
     ManifestError,
     ProofEntry,
-    check_closed,
+    check_tail,
     header_end,
     log_files,
     log_name,
     parse,
     reader_plan,
-    split_closing,
 )
 from eosink_files.store import Store, safe_url
 
@@ -85,8 +86,17 @@ class LogFolder:
 
     def present(self, ids: set[tuple[int, bool]]) -> set[tuple[int, bool]]:
         """Which of these ``(log id, is compact)`` files exist (one round trip for all)."""
+        return self.probe(ids)[0]
+
+    def probe(
+        self, ids: set[tuple[int, bool]], tail_of: tuple[int, bool] | None = None
+    ) -> tuple[set[tuple[int, bool]], bytes | None]:
+        """Which of these files exist, and the last bytes of ``tail_of`` (one of them; None if
+        it is absent): one round trip for all on object stores."""
         names = {f"{LOG_DIR}/{log_name(i, c)}": (i, c) for i, c in ids}
-        return {names[r] for r in self.store.existing(list(names))}
+        got = self.store.tails({n: TAIL_CHUNK if f == tail_of else 1 for n, f in names.items()})
+        tail = got.get(f"{LOG_DIR}/{log_name(*tail_of)}") if tail_of is not None else None
+        return {names[n] for n in got}, tail
 
     def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
         """One log file; ``header_only`` reads just its proof lines and its closing line.
@@ -102,8 +112,7 @@ class LogFolder:
             head = self._read_header(relpath)
             out = parse(head, log_id, compact, header_only=True)
             size, tail = self.store.read_tail(relpath, TAIL_CHUNK)
-            before, closing = split_closing(tail)
-            check_closed(name, log_id, bool(out.proofs), closing)
+            before = check_tail(name, log_id, bool(out.proofs), tail, whole=len(tail) >= size)
             out.body_start = len(head) - len(out.body)
             out.body_end = size - len(tail) + len(before.rstrip(b"\n"))
             out.body = b""
@@ -242,12 +251,15 @@ class LogView:
             return
         began = clock.now()
         known = {(i, self.files[i]) for i in [self.latest, *self.compacts[-1:]] if i >= 0}
+        latest = (self.latest, self.files[self.latest]) if self.files else None
         log_id = self.latest + 1
-        present = self.folder.present(known | self._candidates(log_id))
+        present, tail = self.folder.probe(known | self._candidates(log_id), tail_of=latest)
         if not known <= present:
             self._load(self.folder.listing())
             self.confirmed_at = began
             return
+        if latest is not None and tail is not None:
+            self._check_latest(tail)
         found = {}
         while (compact := self._found(log_id, present)) is not None:
             found[log_id] = compact
@@ -256,6 +268,16 @@ class LogView:
         if found:
             self._add(found)
         self.confirmed_at = began
+
+    def _check_latest(self, tail: bytes) -> None:
+        """Refuse a latest log file that was cut since it was read (published log files never
+        change): the view would not read it again, Spark's reader fails on it, and a commit
+        on top of it would report a batch readers never get."""
+        read = next((f for f in self.plan if f.log_id == self.latest), None)
+        if read is None:
+            return
+        name = log_name(read.log_id, read.compact)
+        check_tail(name, read.log_id, bool(read.proofs), tail, whole=len(tail) < TAIL_CHUNK)
 
     def reload(self) -> None:
         """List the log again and read what Spark's reader reads, as on a first use."""

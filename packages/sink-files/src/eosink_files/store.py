@@ -196,9 +196,17 @@ class Store:
     def exists(self, relpath: str = "") -> bool:
         ...
 
-    def existing(self, relpaths: list[str]) -> set[str]:
-        """Which of these files exist (object stores: one round trip for all)."""
-        return {r for r in relpaths if self.is_file(r)}
+    def tails(self, sizes: dict[str, int]) -> dict[str, bytes]:
+        """The last ``sizes[relpath]`` bytes of each file (all of a smaller one); missing files
+        are left out, so a 1-byte tail asks whether a file exists. Object stores: one round
+        trip for all."""
+        out = {}
+        for relpath, size in sizes.items():
+            try:
+                out[relpath] = self.read_tail(relpath, size)[1]
+            except (FileNotFoundError, IsADirectoryError):
+                pass
+        return out
 
     def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
         ...  # (name, is_dir)
@@ -489,19 +497,21 @@ class FsspecStore(Store):
     def is_file(self, relpath: str = "") -> bool:
         return self.fs.isfile(self._p(relpath))
 
-    def existing(self, relpaths: list[str]) -> set[str]:
-        # The first byte of each, concurrently where the filesystem is asynchronous (s3fs,
-        # gcsfs, adlfs): one GET each, where exists() costs a HEAD and, for a missing key, a
-        # listing too. Only non-empty files are asked about (log files).
+    def tails(self, sizes: dict[str, int]) -> dict[str, bytes]:
+        # Suffix ranges, concurrently where the filesystem is asynchronous (s3fs, gcsfs,
+        # adlfs): one GET each ("Range: bytes=-n"), where exists() costs a HEAD and, for a
+        # missing key, a listing too. Only non-empty files are asked about (log files).
+        relpaths = list(sizes)
         paths = [self._p(r) for r in relpaths]
-        got = self.fs.cat_ranges(paths, [0] * len(paths), [1] * len(paths), on_error="return")
-        out = set()
+        starts = [-sizes[r] for r in relpaths]
+        got = self.fs.cat_ranges(paths, starts, [None] * len(paths), on_error="return")
+        out = {}
         for relpath, result in zip(relpaths, got):
             if isinstance(result, FileNotFoundError):
                 continue
             if isinstance(result, BaseException):
                 raise result
-            out.add(relpath)
+            out[relpath] = result
         return out
 
     def exists(self, relpath: str = "") -> bool:
