@@ -27,6 +27,14 @@ from eosink import BatchContext
 from eosink.registry import plugin_manager
 
 
+@pytest.fixture
+def memory_here(memory_url, monkeypatch):
+    """A memory:// folder for runs that write in this process (LocalRunner), accepted even
+    when a Spark session of other tests is alive in it."""
+    monkeypatch.setattr("eosink_files.sink.in_spark_application", lambda: False)
+    return memory_url
+
+
 def expected_ids(batches):
     return sorted(i for b in batches for p in range(2) for i in rows(b, p).column("id").to_pylist())
 
@@ -118,14 +126,14 @@ def test_damaged_latest_log_file_is_refused(tmp_path, process, last, name, cut):
 
 
 @pytest.mark.parametrize("where", ["memory", "s3"])
-def test_damaged_latest_log_file_is_refused_on_fsspec_stores(memory_url, request, where):
+def test_damaged_latest_log_file_is_refused_on_fsspec_stores(memory_here, request, where):
     """The same through fsspec, where the latest file's tail is read along with the probes of
     the next ids, in one round trip."""
     if where == "s3":
         bucket = request.getfixturevalue("s3_bucket")
         out, opts = bucket.uri("out"), bucket.endpoint.fsspec_options()
     else:
-        out, opts = memory_url, None
+        out, opts = memory_here, None
     for b in range(2):
         run(FilesSink(path=out, storage_options=opts), b)
     store = FilesSink(path=out, storage_options=opts)._store()
@@ -235,9 +243,9 @@ def test_multipart_compaction_whose_source_breaks_off_is_aborted_on_s3(s3_bucket
 
 
 @pytest.mark.parametrize("where", ["local", "memory", "local-single-writer"])
-def test_compaction_whose_source_breaks_off_publishes_nothing(tmp_path, memory_url, where):
+def test_compaction_whose_source_breaks_off_publishes_nothing(tmp_path, memory_here, where):
     """The other ways of publishing: a temporary file linked to its name, the memory store."""
-    out = memory_url if where == "memory" else str(tmp_path / "out")
+    out = memory_here if where == "memory" else str(tmp_path / "out")
     single = where.endswith("single-writer")
 
     def sink():
