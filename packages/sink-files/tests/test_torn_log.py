@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 from eosink_files import ManifestError, committed_files, read_table
 from eosink_files.log import LOG_DIR
-from eosink_files.log_view import forget_views
+from eosink_files.log_view import TAIL_CHUNK, forget_views
 from eosink_files.sink import FilesSink
 from eosink_files.store import FsspecStore, LocalStore
 from files_helpers import rows, run
@@ -125,20 +125,40 @@ def test_damaged_latest_log_file_is_refused(tmp_path, process, last, name, cut):
     assert sorted(os.listdir(log_dir)) == before
 
 
+def test_latest_log_file_that_lost_a_line_is_refused(tmp_path):
+    """A line removed from the middle: the file still ends with its closing line, but it is
+    not the file that was published."""
+    out = str(tmp_path / "out")
+    for b in range(2):
+        run(FilesSink(path=out), b)
+    log_file = os.path.join(out, LOG_DIR, "1")
+    with open(log_file, "rb") as f:
+        lines = f.read().split(b"\n")
+    with open(log_file, "wb") as f:
+        f.write(b"\n".join(lines[:2] + lines[3:]))  # one of the two file entries
+    with pytest.raises(ManifestError, match=f"{LOG_DIR}/1 is damaged: it has .* bytes, not the"):
+        run(FilesSink(path=out), 2)
+
+
+@pytest.mark.parametrize("keep", ["most", "little"])
 @pytest.mark.parametrize("where", ["memory", "s3"])
-def test_damaged_latest_log_file_is_refused_on_fsspec_stores(memory_here, request, where):
-    """The same through fsspec, where the latest file's tail is read along with the probes of
-    the next ids, in one round trip."""
+def test_damaged_latest_log_file_is_refused_on_fsspec_stores(memory_here, request, where, keep):
+    """The same through fsspec, where the latest file's last bytes are read along with the
+    probes of the next ids, in one round trip; ``little``: the file is cut below the offset
+    those bytes are asked from (an object store refuses that range)."""
     if where == "s3":
         bucket = request.getfixturevalue("s3_bucket")
         out, opts = bucket.uri("out"), bucket.endpoint.fsspec_options()
     else:
         out, opts = memory_here, None
-    for b in range(2):
-        run(FilesSink(path=out, storage_options=opts), b)
+    run(FilesSink(path=out, storage_options=opts), 0)
+    parts = [[rows(1, p, n=1)] for p in range(30)]  # a log file larger than the tail read
+    run(FilesSink(path=out, storage_options=opts), 1, parts)
     store = FilesSink(path=out, storage_options=opts)._store()
     path = store._p(f"{LOG_DIR}/1")
-    store.fs.pipe_file(path, cut_mid_line(store.fs.cat_file(path), 1))
+    data = store.fs.cat_file(path)
+    assert len(data) > TAIL_CHUNK + 1000
+    store.fs.pipe_file(path, cut_mid_line(data, 1) if keep == "most" else data[:1000])
     with pytest.raises(ManifestError, match=f"{LOG_DIR}/1 is damaged.*closing line"):
         run(FilesSink(path=out, storage_options=opts), 2)
     assert sorted(name for name, _ in store.listdir(LOG_DIR)) == ["0", "1"]

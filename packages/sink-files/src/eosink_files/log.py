@@ -223,6 +223,7 @@ class LogFile:
     # of a compact read header-only: where its file-entry lines lie in the file
     body_start: int = 0
     body_end: int = 0
+    size: int | None = None  # bytes in the file, as read or published (None: not known)
 
 
 def _damaged(name: str, what: str) -> ManifestError:
@@ -261,6 +262,12 @@ def check_closed(name: str, log_id: int, has_proofs: bool, closing: int | None) 
             "it does not end with its closing line, so it is torn (a write that stopped "
             "part-way, possible only where the filesystem cannot publish atomically)",
         )
+
+
+def check_size(name: str, size: int, expected: int) -> None:
+    """Refuse a log file whose size changed since it was read or published: they never change."""
+    if size != expected:
+        raise _damaged(name, f"it has {size} bytes, not the {expected} it had when first read")
 
 
 def check_tail(name: str, log_id: int, has_proofs: bool, tail: bytes, whole: bool) -> bytes:

@@ -39,6 +39,7 @@ from eosink_files.log import (
     LogFile,
     ManifestError,
     ProofEntry,
+    check_size,
     check_tail,
     header_end,
     log_files,
@@ -89,14 +90,14 @@ class LogFolder:
         return self.probe(ids)[0]
 
     def probe(
-        self, ids: set[tuple[int, bool]], tail_of: tuple[int, bool] | None = None
+        self, ids: set[tuple[int, bool]], tail_of: tuple[str, int] | None = None
     ) -> tuple[set[tuple[int, bool]], bytes | None]:
-        """Which of these files exist, and the last bytes of ``tail_of`` (one of them; None if
-        it is absent): one round trip for all on object stores."""
+        """Which of these files exist, and the bytes of ``tail_of`` = (name, offset) from that
+        offset to its end (None if it is absent): one round trip for all on object stores."""
         names = {f"{LOG_DIR}/{log_name(i, c)}": (i, c) for i, c in ids}
-        got = self.store.tails({n: TAIL_CHUNK if f == tail_of else 1 for n, f in names.items()})
-        tail = got.get(f"{LOG_DIR}/{log_name(*tail_of)}") if tail_of is not None else None
-        return {names[n] for n in got}, tail
+        tail = (f"{LOG_DIR}/{tail_of[0]}", tail_of[1]) if tail_of is not None else None
+        found, data = self.store.probe(list(names), tail)
+        return {names[n] for n in found}, data
 
     def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
         """One log file; ``header_only`` reads just its proof lines and its closing line.
@@ -108,7 +109,10 @@ class LogFolder:
         relpath = f"{LOG_DIR}/{name}"
         try:
             if not header_only:
-                return parse(self.store.read_bytes(relpath), log_id, compact)
+                data = self.store.read_bytes(relpath)
+                out = parse(data, log_id, compact)
+                out.size = len(data)
+                return out
             head = self._read_header(relpath)
             out = parse(head, log_id, compact, header_only=True)
             size, tail = self.store.read_tail(relpath, TAIL_CHUNK)
@@ -116,6 +120,7 @@ class LogFolder:
             out.body_start = len(head) - len(out.body)
             out.body_end = size - len(tail) + len(before.rstrip(b"\n"))
             out.body = b""
+            out.size = size
             return out
         except FileNotFoundError:
             raise ManifestError(
@@ -251,15 +256,18 @@ class LogView:
             return
         began = clock.now()
         known = {(i, self.files[i]) for i in [self.latest, *self.compacts[-1:]] if i >= 0}
-        latest = (self.latest, self.files[self.latest]) if self.files else None
+        latest = next((f for f in self.plan if f.log_id == self.latest), None)
+        tail_of = None
+        if latest is not None and latest.size is not None:
+            tail_of = (log_name(latest.log_id, latest.compact), max(0, latest.size - TAIL_CHUNK))
         log_id = self.latest + 1
-        present, tail = self.folder.probe(known | self._candidates(log_id), tail_of=latest)
+        present, tail = self.folder.probe(known | self._candidates(log_id), tail_of)
         if not known <= present:
             self._load(self.folder.listing())
             self.confirmed_at = began
             return
-        if latest is not None and tail is not None:
-            self._check_latest(tail)
+        if latest is not None and tail_of is not None and tail is not None:
+            self._check_latest(latest, tail_of[1], tail)
         found = {}
         while (compact := self._found(log_id, present)) is not None:
             found[log_id] = compact
@@ -269,15 +277,14 @@ class LogView:
             self._add(found)
         self.confirmed_at = began
 
-    def _check_latest(self, tail: bytes) -> None:
-        """Refuse a latest log file that was cut since it was read (published log files never
-        change): the view would not read it again, Spark's reader fails on it, and a commit
-        on top of it would report a batch readers never get."""
-        read = next((f for f in self.plan if f.log_id == self.latest), None)
-        if read is None:
-            return
-        name = log_name(read.log_id, read.compact)
-        check_tail(name, read.log_id, bool(read.proofs), tail, whole=len(tail) < TAIL_CHUNK)
+    def _check_latest(self, latest: LogFile, offset: int, tail: bytes) -> None:
+        """Refuse a latest log file changed since it was read or published (they never
+        change): the view would not read it again, Spark's reader may fail on it, and a
+        commit on top of it would report a batch readers never get. ``tail``: its bytes from
+        ``offset`` on."""
+        name = log_name(latest.log_id, latest.compact)
+        check_tail(name, latest.log_id, bool(latest.proofs), tail, whole=offset == 0)
+        check_size(name, offset + len(tail), latest.size)
 
     def reload(self) -> None:
         """List the log again and read what Spark's reader reads, as on a first use."""

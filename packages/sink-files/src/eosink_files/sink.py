@@ -411,7 +411,7 @@ class FilesSink(FilesCommands, eosink.Sink):
             empty = render([], [])
             if not store.publish(f"{LOG_DIR}/{filler}", empty, overwrite=filler == view.torn):
                 return None
-            view.record(LogFile(filler, False, [], files=[]))
+            view.record(LogFile(filler, False, [], files=[], size=len(empty)))
             created.append((filler, False))
         entry = ProofEntry(proof, state.attempt, log_id, opts.format, opts.partition_by, ctx.mode)
         uri = view.folder.log_uri
@@ -427,7 +427,7 @@ class FilesSink(FilesCommands, eosink.Sink):
         else:
             body = "\n".join(file_lines).encode()
             data = render([entry.to_line(uri)], file_lines, b"", closing)
-            record = LogFile(log_id, False, [entry], body=body)
+            record = LogFile(log_id, False, [entry], body=body, size=len(data))
         published = store.publish(
             f"{LOG_DIR}/{log_name(log_id, compact)}",
             data,
@@ -438,6 +438,7 @@ class FilesSink(FilesCommands, eosink.Sink):
             return None
         if compact:
             record.body_end = written.size - len(closing.encode()) - 1
+            record.size = written.size
             log.info(
                 "files.log_compacted",
                 entry=log_id,

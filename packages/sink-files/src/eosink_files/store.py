@@ -196,17 +196,28 @@ class Store:
     def exists(self, relpath: str = "") -> bool:
         ...
 
-    def tails(self, sizes: dict[str, int]) -> dict[str, bytes]:
-        """The last ``sizes[relpath]`` bytes of each file (all of a smaller one); missing files
-        are left out, so a 1-byte tail asks whether a file exists. Object stores: one round
-        trip for all."""
-        out = {}
-        for relpath, size in sizes.items():
+    def probe(
+        self, relpaths: list[str], tail: tuple[str, int] | None = None
+    ) -> tuple[set[str], bytes | None]:
+        """Which of these files exist, and the bytes of ``tail`` = (one of them, an offset) from
+        that offset to its end (None if it is absent). Object stores: one round trip for all.
+
+        A file cut below the offset reads as ``b""`` (or shorter): callers compare sizes.
+        """
+        found = {r for r in relpaths if self.is_file(r)}
+        data = None
+        if tail is not None and tail[0] in found:
             try:
-                out[relpath] = self.read_tail(relpath, size)[1]
-            except (FileNotFoundError, IsADirectoryError):
-                pass
-        return out
+                data = self.read_from(*tail)
+            except FileNotFoundError:
+                found.discard(tail[0])
+        return found, data
+
+    def read_from(self, relpath: str, offset: int) -> bytes:
+        """The file's bytes from ``offset`` to its end (none past its end)."""
+        with self.open_read(relpath) as f:
+            f.seek(offset)
+            return f.read()
 
     def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
         ...  # (name, is_dir)
@@ -497,22 +508,42 @@ class FsspecStore(Store):
     def is_file(self, relpath: str = "") -> bool:
         return self.fs.isfile(self._p(relpath))
 
-    def tails(self, sizes: dict[str, int]) -> dict[str, bytes]:
-        # Suffix ranges, concurrently where the filesystem is asynchronous (s3fs, gcsfs,
-        # adlfs): one GET each ("Range: bytes=-n"), where exists() costs a HEAD and, for a
-        # missing key, a listing too. Only non-empty files are asked about (log files).
-        relpaths = list(sizes)
-        paths = [self._p(r) for r in relpaths]
-        starts = [-sizes[r] for r in relpaths]
-        got = self.fs.cat_ranges(paths, starts, [None] * len(paths), on_error="return")
-        out = {}
-        for relpath, result in zip(relpaths, got):
+    def probe(
+        self, relpaths: list[str], tail: tuple[str, int] | None = None
+    ) -> tuple[set[str], bytes | None]:
+        # The first byte of each, and the tail, concurrently where the filesystem is
+        # asynchronous (s3fs, gcsfs, adlfs): one ranged GET each, where exists() costs a HEAD
+        # and, for a missing key, a listing too. Only non-empty files are asked about (log
+        # files). Ranges from an offset, never suffix ranges: adlfs does not take those.
+        asked = [r for r in relpaths if tail is None or r != tail[0]]
+        starts, ends = [0] * len(asked), [1] * len(asked)
+        if tail is not None:
+            asked.append(tail[0])
+            starts.append(tail[1])
+            ends.append(None)
+        paths = [self._p(r) for r in asked]
+        got = self.fs.cat_ranges(paths, starts, ends, on_error="return")
+        found, data = set(), None
+        for relpath, result in zip(asked, got):
             if isinstance(result, FileNotFoundError):
                 continue
-            if isinstance(result, BaseException):
+            if tail is not None and relpath == tail[0]:
+                if isinstance(result, BaseException):  # e.g. a range past a file cut short
+                    try:
+                        result = self.read_from(*tail)
+                    except FileNotFoundError:
+                        continue
+                data = result
+            elif isinstance(result, BaseException):
                 raise result
-            out[relpath] = result
-        return out
+            found.add(relpath)
+        return found, data
+
+    def read_from(self, relpath: str, offset: int) -> bytes:
+        path = self._p(relpath)
+        if offset and offset >= self.fs.size(path):
+            return b""  # object stores refuse a range that starts past the end
+        return self.fs.cat_file(path, start=offset)
 
     def exists(self, relpath: str = "") -> bool:
         return self.fs.exists(self._p(relpath))
