@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-import time
 from typing import Any
 
 import structlog
 
+from eosink import clock
 from eosink.reports import CleanupReport, Leftover
 from eosink_files.log import LOG_DIR
 from eosink_files.reader import _store, read_log
@@ -71,7 +71,7 @@ def cleanup(
     ]
     state = read_log(path, compact_interval, storage_options)
     committed = {f.relpath for f in state.files}
-    now_ms = time.time() * 1000
+    now_ms = clock.now() * 1000
     cutoff = now_ms - older_than_s * 1000
     orphans, kept = [], []
     for relpath, nbytes, mtime in [*listed_files, *temps, *staged]:

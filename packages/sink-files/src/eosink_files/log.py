@@ -223,6 +223,7 @@ class LogFile:
     # of a compact read header-only: where its file-entry lines lie in the file
     body_start: int = 0
     body_end: int = 0
+    size: int | None = None  # bytes in the file, as read or published (None: not known)
 
 
 def _damaged(name: str, what: str) -> ManifestError:
@@ -261,6 +262,40 @@ def check_closed(name: str, log_id: int, has_proofs: bool, closing: int | None) 
             "it does not end with its closing line, so it is torn (a write that stopped "
             "part-way, possible only where the filesystem cannot publish atomically)",
         )
+
+
+def check_size(name: str, size: int, expected: int) -> None:
+    """Refuse a log file whose size changed since it was read or published: they never change."""
+    if size != expected:
+        raise _damaged(name, f"it has {size} bytes, not the {expected} it had when first read")
+
+
+def check_tail(name: str, log_id: int, has_proofs: bool, tail: bytes, whole: bool) -> bytes:
+    """Refuse a log file whose last bytes show it was cut; return ``tail`` without its closing
+    line.
+
+    ``tail``: the file's last bytes (all of it when ``whole``). A file with proofs ends with
+    its closing line; any other (Spark's own, an empty filler) with a complete line, ``v1`` or
+    a file entry, as Spark's reader needs.
+    """
+    before, closing = split_closing(tail)
+    if has_proofs:
+        check_closed(name, log_id, True, closing)
+        return before
+    trimmed = tail.rstrip(b"\n")
+    cut = trimmed.rfind(b"\n")
+    if cut < 0 and not whole:
+        return before  # one line longer than the tail: nothing to judge by
+    last = trimmed[cut + 1 :]
+    if last.strip() == VERSION_LINE.encode() or closing is not None:
+        return before
+    try:
+        entry = json.loads(last)
+        if not isinstance(entry, dict) or "path" not in entry:
+            raise ValueError("not a file entry")
+    except ValueError as exc:
+        raise _damaged(name, f"its last line is not a complete JSON file entry ({exc})") from None
+    return before
 
 
 def parse(data: bytes, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:

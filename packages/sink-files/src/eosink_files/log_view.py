@@ -13,6 +13,8 @@ and re-reading them for every decision would make each batch cost O(log files). 
   stays true; it is brought up to date by **probing the next ids** (a commit of any writer in
   any process publishes the next free id), a fresh read of the target on every decision, and
   re-lists the folder when the latest files it knows are gone (a folder replaced or damaged).
+  The same read takes the latest file's last bytes, so a latest file cut since (by hand, by a
+  tool) is refused as it is by a process that reads it for the first time.
 * Log files older than the second-latest compact are deleted a few per commit once
   ``log_cleanup_delay_s`` has passed since they were written, oldest first, so no commit
   unlinks thousands of files.
@@ -25,25 +27,25 @@ lock.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from itertools import islice
 
 import structlog
 
-from eosink import ConfigurationError
+from eosink import ConfigurationError, clock
+from eosink.process import process_state
 from eosink_files.log import (
     LOG_DIR,
     LogFile,
     ManifestError,
     ProofEntry,
-    check_closed,
+    check_size,
+    check_tail,
     header_end,
     log_files,
     log_name,
     parse,
     reader_plan,
-    split_closing,
 )
 from eosink_files.store import Store, safe_url
 
@@ -55,6 +57,11 @@ COPY_CHUNK = 1 << 20
 #: Log files deleted at most per commit: more than the one file a commit adds, so a backlog
 #: drains, few enough that a commit never waits on a mass deletion.
 EXPIRE_PER_COMMIT = 4
+#: A view confirmed by a read of the target less than this fraction of the cleanup delay ago
+#: may decide where the next log file goes. A log file created after that read cannot be
+#: expired before the whole delay has passed since it; the rest of the delay is the margin for
+#: writers' and the store's clocks that disagree. See :meth:`LogView.confirmed_within`.
+TRUST_FRACTION = 0.5
 
 #: Hidden folders that mean "this folder belongs to another table format".
 FOREIGN_MARKERS = {"_delta_log": "a Delta table (use the delta sink)", ".hoodie": "a Hudi table"}
@@ -80,8 +87,17 @@ class LogFolder:
 
     def present(self, ids: set[tuple[int, bool]]) -> set[tuple[int, bool]]:
         """Which of these ``(log id, is compact)`` files exist (one round trip for all)."""
+        return self.probe(ids)[0]
+
+    def probe(
+        self, ids: set[tuple[int, bool]], tail_of: tuple[str, int] | None = None
+    ) -> tuple[set[tuple[int, bool]], bytes | None]:
+        """Which of these files exist, and the bytes of ``tail_of`` = (name, offset) from that
+        offset to its end (None if it is absent): one round trip for all on object stores."""
         names = {f"{LOG_DIR}/{log_name(i, c)}": (i, c) for i, c in ids}
-        return {names[r] for r in self.store.existing(list(names))}
+        tail = (f"{LOG_DIR}/{tail_of[0]}", tail_of[1]) if tail_of is not None else None
+        found, data = self.store.probe(list(names), tail)
+        return {names[n] for n in found}, data
 
     def read(self, log_id: int, compact: bool, *, header_only: bool = False) -> LogFile:
         """One log file; ``header_only`` reads just its proof lines and its closing line.
@@ -93,15 +109,18 @@ class LogFolder:
         relpath = f"{LOG_DIR}/{name}"
         try:
             if not header_only:
-                return parse(self.store.read_bytes(relpath), log_id, compact)
+                data = self.store.read_bytes(relpath)
+                out = parse(data, log_id, compact)
+                out.size = len(data)
+                return out
             head = self._read_header(relpath)
             out = parse(head, log_id, compact, header_only=True)
             size, tail = self.store.read_tail(relpath, TAIL_CHUNK)
-            before, closing = split_closing(tail)
-            check_closed(name, log_id, bool(out.proofs), closing)
+            before = check_tail(name, log_id, bool(out.proofs), tail, whole=len(tail) >= size)
             out.body_start = len(head) - len(out.body)
             out.body_end = size - len(tail) + len(before.rstrip(b"\n"))
             out.body = b""
+            out.size = size
             return out
         except FileNotFoundError:
             raise ManifestError(
@@ -187,6 +206,8 @@ class LogView:
         self.compacts: list[int] = []  # the compacts among them, ascending
         self.plan: list[LogFile] = []  # what Spark's reader reads now, parsed
         self.torn: int | None = None  # single-writer mode: a torn latest file, read as absent
+        #: when (eosink.clock) the last read of the target that brought the view up to date began
+        self.confirmed_at: float | None = None
 
     @property
     def latest(self) -> int:
@@ -203,23 +224,50 @@ class LogView:
             return dict(self.files)
         return {i: self.files[i] for i in range(start, self.latest + 1) if i in self.files}
 
+    def confirmed_within(self, delay_s: float) -> bool:
+        """Whether the view may place the next log file without reading the target again.
+
+        Expiry (of any writer) deletes only log files older than ``delay_s``, oldest first, and
+        log ids are dense. The view's latest id ``N - 1`` was there and ``N`` was free when
+        the last read began, so a file at ``N`` is younger than that read and cannot have been
+        expired less than ``delay_s`` after it. Past that, ``N`` may be a slot that was taken
+        and expired since: a log file published there is never read (Spark's reader starts at
+        the latest compact), so the view must be read again. ``delay_s`` < 0: nothing expires.
+        """
+        if not self.loaded or self.confirmed_at is None:
+            return False
+        if delay_s < 0:
+            return True
+        return clock.now() - self.confirmed_at < delay_s * TRUST_FRACTION
+
     # -- bringing the view up to date ----------------------------------------------------------
-    def refresh(self) -> None:
+    def refresh(self, cleanup_delay_s: float) -> None:
         """A fresh read of the target: the log files published since the last call.
 
         One round trip on object stores when nothing is new: the latest file and the latest
         compact are still there (else the log is listed again) and the next id is absent,
-        asked together.
+        asked together. Probing the next ids is sound only while every id published since
+        the last read is sure to be there (:meth:`confirmed_within` the cleanup delay): past
+        that, an expiry may have removed the latest file and the ones after it between two
+        of the probes, and a free-looking id would be an expired one; the log is listed again.
         """
-        if not self.loaded:
-            self._load(self.folder.listing())
+        if not self.confirmed_within(cleanup_delay_s):
+            self.reload()
             return
+        began = clock.now()
         known = {(i, self.files[i]) for i in [self.latest, *self.compacts[-1:]] if i >= 0}
+        latest = next((f for f in self.plan if f.log_id == self.latest), None)
+        tail_of = None
+        if latest is not None and latest.size is not None:
+            tail_of = (log_name(latest.log_id, latest.compact), max(0, latest.size - TAIL_CHUNK))
         log_id = self.latest + 1
-        present = self.folder.present(known | self._candidates(log_id))
+        present, tail = self.folder.probe(known | self._candidates(log_id), tail_of)
         if not known <= present:
             self._load(self.folder.listing())
+            self.confirmed_at = began
             return
+        if latest is not None and tail_of is not None and tail is not None:
+            self._check_latest(latest, tail_of[1], tail)
         found = {}
         while (compact := self._found(log_id, present)) is not None:
             found[log_id] = compact
@@ -227,6 +275,22 @@ class LogView:
             present = self.folder.present(self._candidates(log_id))
         if found:
             self._add(found)
+        self.confirmed_at = began
+
+    def _check_latest(self, latest: LogFile, offset: int, tail: bytes) -> None:
+        """Refuse a latest log file changed since it was read or published (they never
+        change): the view would not read it again, Spark's reader may fail on it, and a
+        commit on top of it would report a batch readers never get. ``tail``: its bytes from
+        ``offset`` on."""
+        name = log_name(latest.log_id, latest.compact)
+        check_tail(name, latest.log_id, bool(latest.proofs), tail, whole=offset == 0)
+        check_size(name, offset + len(tail), latest.size)
+
+    def reload(self) -> None:
+        """List the log again and read what Spark's reader reads, as on a first use."""
+        began = clock.now()
+        self._load(self.folder.listing())
+        self.confirmed_at = began
 
     @staticmethod
     def _candidates(log_id: int) -> set[tuple[int, bool]]:
@@ -297,7 +361,7 @@ class LogView:
         if delay_s < 0 or len(self.compacts) < 2:
             return 0
         keep_from = self.compacts[-2]
-        cutoff = (time.time() - delay_s) * 1000
+        cutoff = (clock.now() - delay_s) * 1000
         store, removed = self.folder.store, 0
         for log_id in list(islice(self.files, budget)):
             if log_id >= keep_from:
@@ -316,21 +380,29 @@ class LogView:
         return removed
 
 
-_views: dict[tuple[str, int, bool], LogView] = {}
+#: Guards the views of every process (see :func:`view_of`).
 _views_lock = threading.Lock()
+
+
+def _views() -> dict[tuple[str, int, bool], LogView]:
+    """This process's views: a restarted driver or another query has views of its own (the
+    conformance kit's simulation runs several such processes in one Python process)."""
+    return process_state("eosink_files.views")
 
 
 def view_of(store: Store, compact_interval: int, single_writer: bool) -> LogView:
     """The view of this folder's log in this process (created on first use)."""
     key = (store.root_uri, compact_interval, single_writer)
     with _views_lock:
-        view = _views.get(key)
+        views = _views()
+        view = views.get(key)
         if view is None or view.folder.store.location != store.location:
-            view = _views[key] = LogView(LogFolder(store, compact_interval, single_writer))
+            view = views[key] = LogView(LogFolder(store, compact_interval, single_writer))
         return view
 
 
 def forget_views() -> None:
-    """Drop every view, as a restart of the process does (tests that tear a log file use it)."""
+    """Drop this process's views, as a restart of the process does (tests that tear a log
+    file use it)."""
     with _views_lock:
-        _views.clear()
+        _views().clear()

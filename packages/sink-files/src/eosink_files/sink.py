@@ -237,7 +237,7 @@ class FilesSink(FilesCommands, eosink.Sink):
         self._check_store()
         view = self._view()
         with view.lock:
-            view.refresh()
+            view.refresh(self.options.log_cleanup_delay_s)
             if not view.files:
                 view.folder.check_folder()
                 return None
@@ -271,7 +271,7 @@ class FilesSink(FilesCommands, eosink.Sink):
         view = self._view()
         with view.lock:
             if not view.loaded:  # is_committed read the log just before, in this process
-                view.refresh()
+                view.refresh(self.options.log_cleanup_delay_s)
             if not view.files:
                 view.folder.check_folder()
             proofs = view.proofs()
@@ -309,25 +309,74 @@ class FilesSink(FilesCommands, eosink.Sink):
         file_lines = [
             FileEntry(store.uri(f.relpath), f.size, f.modification_time).to_line() for f in written
         ]
-        # A view read before (by this batch's is_committed) need not be read again first
+        # A view read recently (by this batch's is_committed) need not be read again first
         # where publishing is atomic: log ids are dense, so if anything was published since,
         # the next id is taken, the create-if-absent fails and the next round reads the log.
-        # That saves a round trip to an object store per batch.
-        trust_view = view.loaded and store.atomic_publish() and not self.options.single_writer
+        # That saves a round trip to an object store per batch. "Recently" is within the
+        # cleanup delay (LogView.confirmed_within): an older view's next id may have been
+        # taken and expired since, and a create there would succeed where no reader looks.
+        delay = self.options.log_cleanup_delay_s
         with view.lock:
+            trust_view = (
+                store.atomic_publish()
+                and not self.options.single_writer
+                and view.confirmed_within(delay)
+            )
             for round_ in range(1000):
                 if round_ or not trust_view:
-                    view.refresh()
+                    view.refresh(delay)
                 if not view.files and round_ == 0:
                     view.folder.check_folder()
-                if self._publish(ctx, state, proof, view, file_lines):
-                    crash_point("commit:manifest-published")
-                    self._expire(view)
-                    return
-                log.info(
-                    "files.commit_race", writer=ctx.writer_id, batch=ctx.batch_id, entry=view.latest
-                )
+                created = self._publish(ctx, state, proof, view, file_lines)
+                if created is None:
+                    log.info(
+                        "files.commit_race",
+                        writer=ctx.writer_id,
+                        batch=ctx.batch_id,
+                        entry=view.latest,
+                    )
+                    continue
+                if created and not self._readable_slot(view, created, delay):
+                    self._withdraw(ctx, view, created)
+                    continue
+                crash_point("commit:manifest-published")
+                self._expire(view)
+                return
         raise ManifestError(f"{ctx.label}: could not publish a log entry after 1000 races")
+
+    def _readable_slot(self, view: LogView, created: list[tuple[int, bool]], delay: float) -> bool:
+        """Whether the log files just published are where readers read them.
+
+        A publication that ended while the view was still :meth:`LogView.confirmed_within`
+        the cleanup delay took ids that had never been used. One that ended later (a long
+        compaction, a stalled store) may have re-created ids another writer had used and
+        expired meanwhile: no reader reads those. Expiry deletes the oldest files first, so
+        such ids have lost the log file before them: that one is looked for. (The first log
+        file, id 0, has none before it; a publication there is a small one.)
+        """
+        first = created[0][0]
+        if view.confirmed_within(delay) or first == 0:
+            return True
+        before = first - 1
+        kinds = {view.files[before]} if before in view.files else {True, False}
+        return bool(view.folder.present({(before, compact) for compact in kinds}))
+
+    def _withdraw(self, ctx: BatchContext, view: LogView, created: list[tuple[int, bool]]) -> None:
+        """Delete log files this attempt published into expired ids, then read the log again.
+
+        Nobody reads them (the log has moved past them), so deleting them loses nothing and
+        leaves no stale proof behind; the next round publishes after the latest log file.
+        """
+        store = self._store()
+        for log_id, compact in reversed(created):
+            store.delete(f"{LOG_DIR}/{log_name(log_id, compact)}")
+        log.warning(
+            "files.commit_expired_slot",
+            writer=ctx.writer_id,
+            batch=ctx.batch_id,
+            entries=[log_id for log_id, _ in created],
+        )
+        view.reload()
 
     def _publish(
         self,
@@ -336,11 +385,18 @@ class FilesSink(FilesCommands, eosink.Sink):
         proof: Proof,
         view: LogView,
         file_lines: list[str],
-    ) -> bool:
-        """Publish this batch's log file at the next free id; False when another took it."""
+    ) -> list[tuple[int, bool]] | None:
+        """Publish this batch's log file at the next free id.
+
+        Returns the ``(log id, is compact)`` of every log file published (empty deltas of
+        complete mode first): none when this attempt's proof is already in the log, None when
+        another writer took an id first.
+        """
         opts, store = self.options, self._store()
         proofs = view.proofs()
         done = _proof_of(proofs, ctx)
+        if done is not None and done.attempt == state.attempt:
+            return []  # an earlier round published it (and its log file was carried forward)
         if done is not None:
             raise AlreadyCommitted(
                 f"{ctx.label}: the log already holds batch {done.proof.batch_id} of this "
@@ -350,11 +406,13 @@ class FilesSink(FilesCommands, eosink.Sink):
         log_id, compact, fillers = placement(
             files, view.latest + 1, ctx.mode, opts.compact_interval
         )
+        created: list[tuple[int, bool]] = []
         for filler in fillers:  # empty deltas: nothing for readers, a place for the compact
             empty = render([], [])
             if not store.publish(f"{LOG_DIR}/{filler}", empty, overwrite=filler == view.torn):
-                return False
-            view.record(LogFile(filler, False, [], files=[]))
+                return None
+            view.record(LogFile(filler, False, [], files=[], size=len(empty)))
+            created.append((filler, False))
         entry = ProofEntry(proof, state.attempt, log_id, opts.format, opts.partition_by, ctx.mode)
         uri = view.folder.log_uri
         closing = closing_line(log_id, uri)
@@ -369,7 +427,7 @@ class FilesSink(FilesCommands, eosink.Sink):
         else:
             body = "\n".join(file_lines).encode()
             data = render([entry.to_line(uri)], file_lines, b"", closing)
-            record = LogFile(log_id, False, [entry], body=body)
+            record = LogFile(log_id, False, [entry], body=body, size=len(data))
         published = store.publish(
             f"{LOG_DIR}/{log_name(log_id, compact)}",
             data,
@@ -377,9 +435,10 @@ class FilesSink(FilesCommands, eosink.Sink):
             overwrite=log_id == view.torn,
         )
         if not published:
-            return False
+            return None
         if compact:
             record.body_end = written.size - len(closing.encode()) - 1
+            record.size = written.size
             log.info(
                 "files.log_compacted",
                 entry=log_id,
@@ -388,7 +447,7 @@ class FilesSink(FilesCommands, eosink.Sink):
                 duration_ms=round((time.monotonic() - started) * 1000, 2),
             )
         view.record(record)
-        return True
+        return [*created, (log_id, compact)]
 
     def _expire(self, view: LogView) -> None:
         """Delete a few obsolete log files; best effort (the next commit carries on)."""
@@ -411,7 +470,7 @@ class FilesSink(FilesCommands, eosink.Sink):
             return
         view = self._view()
         with view.lock:
-            view.refresh()
+            view.refresh(self.options.log_cleanup_delay_s)
             if any(p.attempt == state.attempt for p in view.proofs()):
                 return  # this attempt's commit went through: its files are published data
         store = self._store()

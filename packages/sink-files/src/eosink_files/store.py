@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
-from eosink import ConfigurationError
+import structlog
+
+from eosink import ConfigurationError, clock
 from eosink.options import MASK, secret_values
 
 #: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.
@@ -56,6 +57,8 @@ _FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
 #: folders whose names start with "_").
 PROBE_DIR = "_eosink_probe"
 
+log = structlog.get_logger("eosink.files")
+
 _memory_lock = threading.Lock()
 
 #: What a log file is published from: its bytes, or its chunks (a compaction streams them).
@@ -64,6 +67,45 @@ Data = Union[bytes, Iterable[bytes]]
 
 def chunks(data: Data) -> Iterable[bytes]:
     return (data,) if isinstance(data, bytes) else data
+
+
+def _write_whole(f: Any, data: Data) -> None:
+    """Write ``data`` into ``f`` (just opened for writing) and close it, which uploads it; if
+    producing or writing ``data`` fails, upload nothing.
+
+    The data of a compaction is produced while it is written (the previous compact is
+    streamed), so that may fail part-way. fsspec's buffered files (s3fs, gcsfs, adlfs)
+    upload what they hold when they are closed, and ``with`` and their ``__del__`` close them
+    after an error too: a log file cut short would be published, and every writer would then
+    refuse the folder.
+    """
+    try:
+        for chunk in chunks(data):
+            f.write(chunk)
+    except BaseException:
+        _abandon(f)
+        raise
+    f.close()
+
+
+def _abandon(f: Any) -> None:
+    """Drop a file being written without publishing it (see :func:`_write_whole`).
+
+    ``discard`` ends the upload the store has begun: s3fs aborts its multipart upload, gcsfs
+    cancels its resumable upload (adlfs' staged blocks stay uncommitted: invisible, and
+    removed by Azure). Marking the file closed keeps ``close`` and ``__del__`` from uploading
+    the buffer. A file of another kind is closed: the caller removes what it left.
+    """
+    discard = getattr(f, "discard", None)
+    if discard is None:
+        f.close()
+        return
+    try:
+        discard()
+    except Exception as exc:  # noqa: BLE001 - an unfinished upload is invisible to readers
+        log.warning("files.upload_discard_failed", error=type(exc).__name__)
+    finally:
+        f.closed = True
 
 
 def spark_root_uri(
@@ -154,9 +196,28 @@ class Store:
     def exists(self, relpath: str = "") -> bool:
         ...
 
-    def existing(self, relpaths: list[str]) -> set[str]:
-        """Which of these files exist (object stores: one round trip for all)."""
-        return {r for r in relpaths if self.is_file(r)}
+    def probe(
+        self, relpaths: list[str], tail: tuple[str, int] | None = None
+    ) -> tuple[set[str], bytes | None]:
+        """Which of these files exist, and the bytes of ``tail`` = (one of them, an offset) from
+        that offset to its end (None if it is absent). Object stores: one round trip for all.
+
+        A file cut below the offset reads as ``b""`` (or shorter): callers compare sizes.
+        """
+        found = {r for r in relpaths if self.is_file(r)}
+        data = None
+        if tail is not None and tail[0] in found:
+            try:
+                data = self.read_from(*tail)
+            except FileNotFoundError:
+                found.discard(tail[0])
+        return found, data
+
+    def read_from(self, relpath: str, offset: int) -> bytes:
+        """The file's bytes from ``offset`` to its end (none past its end)."""
+        with self.open_read(relpath) as f:
+            f.seek(offset)
+            return f.read()
 
     def listdir(self, relpath: str = "") -> list[tuple[str, bool]]:
         ...  # (name, is_dir)
@@ -447,20 +508,42 @@ class FsspecStore(Store):
     def is_file(self, relpath: str = "") -> bool:
         return self.fs.isfile(self._p(relpath))
 
-    def existing(self, relpaths: list[str]) -> set[str]:
-        # The first byte of each, concurrently where the filesystem is asynchronous (s3fs,
-        # gcsfs, adlfs): one GET each, where exists() costs a HEAD and, for a missing key, a
-        # listing too. Only non-empty files are asked about (log files).
-        paths = [self._p(r) for r in relpaths]
-        got = self.fs.cat_ranges(paths, [0] * len(paths), [1] * len(paths), on_error="return")
-        out = set()
-        for relpath, result in zip(relpaths, got):
+    def probe(
+        self, relpaths: list[str], tail: tuple[str, int] | None = None
+    ) -> tuple[set[str], bytes | None]:
+        # The first byte of each, and the tail, concurrently where the filesystem is
+        # asynchronous (s3fs, gcsfs, adlfs): one ranged GET each, where exists() costs a HEAD
+        # and, for a missing key, a listing too. Only non-empty files are asked about (log
+        # files). Ranges from an offset, never suffix ranges: adlfs does not take those.
+        asked = [r for r in relpaths if tail is None or r != tail[0]]
+        starts, ends = [0] * len(asked), [1] * len(asked)
+        if tail is not None:
+            asked.append(tail[0])
+            starts.append(tail[1])
+            ends.append(None)
+        paths = [self._p(r) for r in asked]
+        got = self.fs.cat_ranges(paths, starts, ends, on_error="return")
+        found, data = set(), None
+        for relpath, result in zip(asked, got):
             if isinstance(result, FileNotFoundError):
                 continue
-            if isinstance(result, BaseException):
+            if tail is not None and relpath == tail[0]:
+                if isinstance(result, BaseException):  # e.g. a range past a file cut short
+                    try:
+                        result = self.read_from(*tail)
+                    except FileNotFoundError:
+                        continue
+                data = result
+            elif isinstance(result, BaseException):
                 raise result
-            out.add(relpath)
-        return out
+            found.add(relpath)
+        return found, data
+
+    def read_from(self, relpath: str, offset: int) -> bytes:
+        path = self._p(relpath)
+        if offset and offset >= self.fs.size(path):
+            return b""  # object stores refuse a range that starts past the end
+        return self.fs.cat_file(path, start=offset)
 
     def exists(self, relpath: str = "") -> bool:
         return self.fs.exists(self._p(relpath))
@@ -498,7 +581,7 @@ class FsspecStore(Store):
         mtime = info.get("mtime") or info.get("LastModified") or info.get("created")
         if hasattr(mtime, "timestamp"):
             mtime = mtime.timestamp()
-        return int(info["size"]), int(float(mtime or time.time()) * 1000)
+        return int(info["size"]), int(float(mtime or clock.now()) * 1000)
 
     def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
         # One listing per folder, not one request per file.
@@ -551,18 +634,19 @@ class FsspecStore(Store):
                 return True
         if self.protocol in CONDITIONAL_CREATE:
             try:
-                with self.fs.open(path, "xb") as f:  # the store refuses if the name exists
-                    for chunk in chunks(data):
-                        f.write(chunk)
+                # the store refuses the upload (at close) if the name exists
+                _write_whole(self.fs.open(path, "xb"), data)
             except FileExistsError:
                 return False
             return True
         # single-writer mode (checked by the sink): no concurrent writer can race this check
         if self.fs.exists(path):
             return False
-        with self.fs.open(path, "wb") as f:
-            for chunk in chunks(data):
-                f.write(chunk)
+        try:
+            _write_whole(self.fs.open(path, "wb"), data)
+        except BaseException:
+            self.delete(relpath)  # a filesystem that writes in place left a part: ours alone
+            raise
         return True
 
     def walk(self, relpath: str = "") -> Iterator[tuple[str, int, int]]:
