@@ -24,8 +24,12 @@ LOG = "out/_spark_metadata/"
 
 def damage_latest_log_file(store: ObjectStore) -> None:
     """Cut the latest log file in the middle of its last line, as a careless copy would."""
-    names = [k for k in store.objects if k.startswith(f"{store.name}/{LOG}")]
-    latest = max(names, key=lambda k: int(k.rsplit("/", 1)[-1].split(".")[0]))
+    ids = {
+        k: int(k.rsplit("/", 1)[-1].split(".")[0])
+        for k in store.objects
+        if k.startswith(f"{store.name}/{LOG}") and k.rsplit("/", 1)[-1][:1].isdigit()
+    }
+    latest = max(ids, key=ids.__getitem__)
     data, mtime = store.objects[latest]
     store.objects[latest] = (data[: data.rstrip(b"\n").rfind(b"\n") + 10], mtime)
 
@@ -75,5 +79,7 @@ class TestFilesSimulation(SinkSimulation):
         )
 
     def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
-        """Spark's reader gives an empty partition value back as null (one folder holds both)."""
-        return {k: None if v == "" and k in spec.partition_by else v for k, v in row.items()}
+        """Spark's reader gives an empty partition value, and the text Hive writes for null,
+        back as null: one folder holds all three."""
+        nulls = ("", "__HIVE_DEFAULT_PARTITION__")
+        return {k: None if k in spec.partition_by and v in nulls else v for k, v in row.items()}

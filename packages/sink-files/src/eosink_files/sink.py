@@ -60,6 +60,11 @@ from eosink_files.writers import PartitionWriter, WrittenFile
 
 log = structlog.get_logger("eosink.files")
 
+#: The object that makes ``_spark_metadata`` exist on object stores before the first commit;
+#: Spark's log reads only names that are numbers (and ``.compact``), so it never reads it.
+FOLDER_MARKER = ".eosink-files"
+FOLDER_MARKER_TEXT = b"A folder written by eosink-files: Spark reads the files its log lists.\n"
+
 
 class UnreadableFilesError(SinkError):
     """A file a writer reported is not in the folder as the driver sees it: nothing published."""
@@ -274,7 +279,7 @@ class FilesSink(FilesCommands, eosink.Sink):
                 view.refresh(self.options.log_cleanup_delay_s)
             if not view.files:
                 view.folder.check_folder()
-            proofs = view.proofs()
+            proofs, empty_log = view.proofs(), not view.files
         if proofs:
             last = max(proofs, key=lambda p: p.log_id)
             if last.format and last.format != opts.format:
@@ -289,10 +294,22 @@ class FilesSink(FilesCommands, eosink.Sink):
                     f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
                     "mix layouts. Use the folder's partitionBy or write to another folder."
                 )
+        self._mark_folder(empty_log)
+        return FilesState(attempt=uuid.uuid4().hex)
+
+    def _mark_folder(self, empty_log: bool) -> None:
+        """Make ``_spark_metadata`` exist before any part file is written.
+
+        Spark's reader reads a folder without it as plain files, every one of them: the part
+        files of a first batch not committed yet (or of one that crashed) would be read. On
+        local disks a folder marks it; object stores have no folders, only keys, so the
+        first batch publishes a small object inside it (a name Spark's log ignores).
+        """
         store = self._store()
         if store.kind() in ("file", "memory"):
-            store.makedirs(LOG_DIR)  # marks the folder as a sink folder; nothing readable yet
-        return FilesState(attempt=uuid.uuid4().hex)
+            store.makedirs(LOG_DIR)
+        elif empty_log:
+            store.publish(f"{LOG_DIR}/{FOLDER_MARKER}", FOLDER_MARKER_TEXT)
 
     @hookimpl
     def commit(

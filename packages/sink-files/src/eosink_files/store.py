@@ -424,8 +424,17 @@ class FsspecStore(Store):
     def kind(self) -> str:
         return self.protocol
 
+    @property
+    def conditional_create(self) -> bool:
+        """Whether ``open(path, "xb")`` is decided atomically by the store: the object stores
+        above, and any fsspec filesystem that says so with ``exclusive_create_is_atomic``
+        (a filesystem of your own, or the conformance kit's faulty object store)."""
+        return self.protocol in CONDITIONAL_CREATE or bool(
+            getattr(self.fs, "exclusive_create_is_atomic", False)
+        )
+
     def atomic_publish(self) -> bool:
-        return self.protocol == "memory" or self.protocol in CONDITIONAL_CREATE
+        return self.protocol == "memory" or self.conditional_create
 
     def scrub(self, text: str) -> str:
         """``text`` (an error's) with every credential of the storage options masked."""
@@ -632,7 +641,7 @@ class FsspecStore(Store):
                     return False
                 self.fs.pipe_file(path, b"".join(chunks(data)))
                 return True
-        if self.protocol in CONDITIONAL_CREATE:
+        if self.conditional_create:
             try:
                 # the store refuses the upload (at close) if the name exists
                 _write_whole(self.fs.open(path, "xb"), data)
