@@ -73,7 +73,7 @@ from eosink.protocol import WriteTask, abort_quietly, driver_plugins, finish, pr
 from eosink.registry import plugin_manager
 from eosink.testing.arrow_data import SCALAR_TYPES, comparable, record_batches, schemas
 from eosink.testing.faults import FaultPlugin, InjectedCrash
-from eosink.testing.faultfs import OPS, ObjectStore, StoreFault
+from eosink.testing.faultfs import OPS, FaultTarget, StoreFault
 from eosink.testing.local import LocalRunner
 
 #: Points between phases where a batch may crash (``inside_commit`` is drawn from the sink's
@@ -102,14 +102,14 @@ class SimTarget:
     query, an executor or Spark's data-source worker builds it). ``read``: every row a reader
     of the target sees, by a reader independent of the sink (Spark's semantics for files,
     delta-rs for Delta, the store itself...): a ``pyarrow.Table`` or a list of dicts with at
-    least the spec's columns. ``store``: where store faults can be armed (``None``: the target
-    takes none). ``damage``: changes the target as a careless user or a broken tool would
+    least the spec's columns. ``store``: where store faults can be armed (a
+    :class:`~eosink.testing.faultfs.FaultTarget`; ``None``: the target takes none). ``damage``: changes the target as a careless user or a broken tool would
     (``None``: not simulated). ``close``: removes the target.
     """
 
     sink: Callable[[], Any]
     read: Callable[[], Any]
-    store: Any = None
+    store: FaultTarget | None = None
     damage: Callable[[], None] | None = None
     close: Callable[[], None] = lambda: None
 
@@ -569,7 +569,7 @@ class History(RuleBasedStateMachine):
 
     def _fired(self) -> int:
         store = self.target.store
-        return len(store.fired) if isinstance(store, ObjectStore) else getattr(store, "fired", 0)
+        return len(store.fired) if store is not None else 0
 
     def _disarm(self) -> None:
         store = self.target.store
