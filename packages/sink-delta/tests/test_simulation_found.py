@@ -4,13 +4,16 @@ scenarios: each failed before the fix named in its docstring."""
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable
+from delta_helpers import log_actions
 from eosink_delta.sink import DeltaSink
 
-from eosink import BatchContext
+from eosink import BatchContext, ConfigurationError
 from eosink.process import simulated_process
 from eosink.protocol import WriteTask, driver_plugins, finish, prepare, run_batch
 from eosink.registry import plugin_manager
@@ -93,3 +96,48 @@ def test_a_commit_on_a_snapshot_the_log_no_longer_holds_goes_through_when_its_ba
     table = DeltaTable(path)
     assert table.transaction_version("writer-1") == 0
     assert sorted(table.to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 500, 501, 502]
+
+
+def test_binary_partition_columns_are_refused_before_anything_is_written(tmp_path):
+    """A binary partition value with a byte above 0x7f came back changed: the sink wrote
+    ``b"\\x00\\xff"`` as the string ``"\\x00ÿ"`` and delta-rs read that back as its UTF-8 bytes
+    ``b"\\x00\\xc3\\xbf"`` (delta-rs' own writer does not round-trip them either). No encoding
+    round-trips through Delta's readers, so the sink refuses binary partition columns, of a new
+    table and of an existing one, with the fix in the error."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("b", pa.binary())])
+    batch = pa.record_batch([pa.array([1], pa.int64()), pa.array([b"\x00\xff"])], schema=schema)
+    ctx = context(0)
+    new = str(tmp_path / "new")
+    with pytest.raises(ConfigurationError, match=r"binary.*hex\(col\)"):
+        run_batch(DeltaSink(path=new, partition_by=["b"]), ctx, schema, LocalRunner([[batch]]))
+    assert not os.path.exists(new)
+    existing = str(tmp_path / "existing")
+    DeltaTable.create(existing, schema, partition_by=["b"])
+    with pytest.raises(ConfigurationError, match="binary"):
+        run_batch(DeltaSink(path=existing), ctx, schema, LocalRunner([[batch]]))
+    assert DeltaTable(existing).version() == 0
+
+
+def test_negative_decimal_partition_values_are_written_as_the_protocol_says(tmp_path):
+    """Why the simulation does not partition by decimals: deltalake 1.6's
+    ``to_pyarrow_table`` cannot read a negative decimal partition value back (it makes
+    ``-1.500`` into ``-1.-500`` and fails; its own writer fails the same way). The sink writes
+    the value as the protocol says, and delta-rs' SQL reader reads it right."""
+    from deltalake import QueryBuilder
+
+    path = str(tmp_path / "table")
+    decimal = pa.decimal128(12, 3)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("d", decimal)])
+    values = pa.array([Decimal("-1.500"), Decimal("2.250"), None], decimal)
+    batch = pa.record_batch([pa.array([0, 1, 2], pa.int64()), values], schema=schema)
+    sink = DeltaSink(path=path, partition_by=["d"])
+    assert run_batch(sink, context(0), schema, LocalRunner([[batch]])).status == "committed"
+    written = [a["add"]["partitionValues"]["d"] for _, a in log_actions(path) if "add" in a]
+    assert sorted(written, key=str) == ["-1.500", "2.250", None]
+    read = QueryBuilder().register("t", DeltaTable(path))
+    read = read.execute("select id, d from t order by id")
+    assert pa.table(read.read_all()).to_pylist() == [
+        {"id": 0, "d": Decimal("-1.500")},
+        {"id": 1, "d": Decimal("2.250")},
+        {"id": 2, "d": None},
+    ]

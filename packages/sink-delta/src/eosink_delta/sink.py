@@ -60,6 +60,7 @@ from eosink_delta.table import (
     ATTEMPT_KEY,
     PROOF_KEY,
     check_not_other_data,
+    check_partition_types,
     check_partitions,
     check_table_features,
     committed_proof,
@@ -155,6 +156,10 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)
         partition_by = tuple(table.metadata().partition_columns)
         check_partitions(self.uri, list(partition_by), wanted)
+        table_fields = delta_fields(table.schema())
+        check_partition_types(
+            [c for c in partition_by if table_fields.get(c, {}).get("type") == "binary"]
+        )
         missing = [c for c in partition_by if c not in stream.names]
         if missing:
             raise ConfigurationError(
@@ -207,6 +212,7 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 f"sink 'delta': partition columns must be of simple types; {nested} are nested: "
                 "partition by a simple column (e.g. a date or a string)"
             )
+        check_partition_types([c for c in wanted if pa.types.is_binary(stream.field(c).type)])
 
     @hookimpl
     def commit(
