@@ -194,6 +194,9 @@ class SinkSimulation:
     #: Examples per run and steps per example in CI (``EOSINK_SIMULATION_EXAMPLES`` overrides).
     simulation_examples = 15
     simulation_steps = 25
+    #: A store fault fires at one of the first this many matching requests of a batch: about
+    #: what one batch of the sink asks of its store, so that most faults armed do fire.
+    simulation_store_requests = 40
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         """Sink options drawn per history (e.g. small compaction intervals)."""
@@ -565,7 +568,7 @@ class History(RuleBasedStateMachine):
                 st.builds(
                     StoreFault,
                     kind=st.sampled_from(["error", "lost_reply", "short_write"]),
-                    after=st.integers(1, 40),
+                    after=st.integers(1, self.kit.simulation_store_requests),
                     ops=st.sampled_from([OPS, ("put",), ("get", "head"), ("list",), ("delete",)]),
                 )
             )
