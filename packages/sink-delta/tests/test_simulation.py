@@ -132,7 +132,7 @@ class DeltaHistories(SinkSimulation):
 
 
 class TestDeltaSimulation(DeltaHistories):
-    simulation_examples = 15
+    simulation_examples = 30
 
     def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
         folder = tempfile.mkdtemp(prefix="eosink-delta-sim-")
@@ -152,7 +152,7 @@ class TestDeltaS3Simulation(DeltaHistories):
     """On S3, with store faults; delta-rs' client retries (``max_retries``) or not, which
     changes what a lost reply becomes: a conflict with itself, or a store error."""
 
-    simulation_examples = 6
+    simulation_examples = 14
     # A batch asks S3 for about 5 to 15 things (its first, which makes the table, for more).
     simulation_store_requests = 12
 
