@@ -60,6 +60,8 @@ TABLE_PROPERTIES = st.one_of(
 
 
 def sink_options() -> st.SearchStrategy[dict[str, Any]]:
+    """The sink's keyword options of a history, and under ``table_properties`` those of a
+    table its owner makes beforehand (the sink has no option for them, as a user sets them)."""
     return st.fixed_dictionaries(
         {
             "row_group_rows": st.sampled_from([1_000_000, 2]),
