@@ -20,7 +20,16 @@ import s3fs
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError
 
-from eosink.testing.s3 import FAULTS_PATH, Fault, S3Bucket, S3Endpoint, S3Faults, s3_server
+from eosink.testing.faultfs import StoreFault
+from eosink.testing.s3 import (
+    FAULTS_PATH,
+    Fault,
+    S3Bucket,
+    S3Endpoint,
+    S3Faults,
+    S3FaultTarget,
+    s3_server,
+)
 
 pytest_plugins = ["eosink.testing.s3"]
 
@@ -295,3 +304,41 @@ def test_every_fault_fired_is_logged_by_the_server(capfd: pytest.CaptureFixture[
             boto(endpoint).put_object(Bucket=bucket, Key="k", Body=b"x")
     err = capfd.readouterr().err
     assert f"fault 0 (error) on PUT /{bucket}/k: answers 503" in err
+
+
+def test_the_kits_store_faults_hit_the_requests_of_their_kind(
+    s3_bucket: S3Bucket, s3_faults: S3Faults
+) -> None:
+    """The simulation's store faults on the S3 server: a list is a GET on the bucket, a read a
+    GET on an object; what fired stays in ``fired`` when the target is disarmed."""
+    client = boto(s3_bucket.endpoint)
+    client.put_object(Bucket=s3_bucket.name, Key="k", Body=b"x")
+    target = S3FaultTarget(s3_faults)
+    target.arm(StoreFault("error", after=1, ops=("list",)))
+    client.get_object(Bucket=s3_bucket.name, Key="k")  # a read: not a list
+    with pytest.raises(ClientError):
+        client.list_objects_v2(Bucket=s3_bucket.name, Prefix="k")
+    target.disarm()
+    client.list_objects_v2(Bucket=s3_bucket.name, Prefix="k")
+    target.arm(StoreFault("lost_reply", after=2, ops=("get", "head")))
+    client.head_object(Bucket=s3_bucket.name, Key="k")
+    with pytest.raises(ConnectionClosedError):
+        client.get_object(Bucket=s3_bucket.name, Key="k")
+    target.disarm()
+    assert [(f.kind, f.method, f.key) for f in target.fired] == [
+        ("error", "GET", ""),
+        ("lost_reply", "GET", "k"),
+    ]
+
+
+def test_the_kits_store_faults_on_deletes_count_single_and_bulk_deletes_apart() -> None:
+    """A POST on an object is a write, a POST on the bucket a delete of several objects."""
+    assert S3FaultTarget.translate(StoreFault("error", after=3, ops=("delete",))) == [
+        Fault("error", key="^$", methods=("POST",), nth=3),
+        Fault("error", key=".", methods=("DELETE",), nth=3),
+    ]
+    assert S3FaultTarget.translate(StoreFault("error", ops=("put",), path="^t/")) == [
+        Fault("error", key="^t/", methods=("POST", "PUT"))
+    ]
+    with pytest.raises(ValueError, match="drop the path"):
+        S3FaultTarget.translate(StoreFault("error", ops=("list",), path="^t/"))

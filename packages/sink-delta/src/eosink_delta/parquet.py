@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -53,7 +54,9 @@ def _stat_value(value: Any, physical: pa.DataType) -> Any:
         return value
     if isinstance(value, dt.date):
         return value.isoformat()
-    if isinstance(value, float) and value != value:  # NaN
+    if isinstance(value, float) and not math.isfinite(value):
+        # NaN and infinities have no JSON form (json.dumps writes NaN, Infinity, which Delta's
+        # readers refuse): no bounds for the column
         return None
     if isinstance(value, bytes):
         return None

@@ -12,7 +12,9 @@
   in one Delta commit; complete mode removes every current file in that same commit.
   delta-rs does not refuse a duplicate txn by itself: the check does; a concurrent commit of
   the same app id after our snapshot makes delta-rs fail ours with a conflict, which then
-  reads as "already committed".
+  reads as "already committed". When log cleanup removed the snapshot's own commit meanwhile
+  (a stalled driver, a short ``delta.logRetentionDuration``), delta-rs cannot check conflicts
+  at all: the commit is decided again on the table brought up to date.
 * ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
 
@@ -58,6 +60,7 @@ from eosink_delta.table import (
     ATTEMPT_KEY,
     PROOF_KEY,
     check_not_other_data,
+    check_partition_types,
     check_partitions,
     check_table_features,
     committed_proof,
@@ -153,6 +156,10 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)
         partition_by = tuple(table.metadata().partition_columns)
         check_partitions(self.uri, list(partition_by), wanted)
+        table_fields = delta_fields(table.schema())
+        check_partition_types(
+            [c for c in partition_by if table_fields.get(c, {}).get("type") == "binary"]
+        )
         missing = [c for c in partition_by if c not in stream.names]
         if missing:
             raise ConfigurationError(
@@ -205,51 +212,36 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 f"sink 'delta': partition columns must be of simple types; {nested} are nested: "
                 "partition by a simple column (e.g. a date or a string)"
             )
+        check_partition_types([c for c in wanted if pa.types.is_binary(stream.field(c).type)])
 
     @hookimpl
     def commit(
         self, ctx: BatchContext, state: DeltaState, messages: list[DeltaMessage], proof: Proof
     ) -> None:
-        from deltalake.exceptions import CommitFailedError
-        from deltalake.transaction import AddAction, CommitProperties, Transaction
+        from deltalake.exceptions import CommitFailedError, DeltaError
 
         files = [f for m in messages for f in m.files]
         # Fresh; not probed again if this process's is_committed of this batch did it: delta-rs
         # checks our commit against every commit after the snapshot (another attempt of this
         # writer is a conflict, read as "already committed" below).
         with latest(self.uri, self.storage, reuse=(ctx.writer_id, ctx.batch_id)) as table:
-            if table is None:
-                raise SinkError(
-                    f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "
-                    "is not committed and will be written again when the query restarts"
-                )
-            last = last_version(table, ctx.writer_id)
-            if last is not None and last >= ctx.batch_id:
-                raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
-            self._check_still_compatible(table, state)
-            self._check_files_exist(ctx, files)
-            crash_point("commit:checked")
-            actions = [
-                AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
-                for f in files
-            ]
-            properties = CommitProperties(
-                # No last_updated: Delta's txn retention expires txns by it, so without it this
-                # writer's evidence never expires (see eosink_delta.table).
-                app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
-                custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
-            )
             try:
-                table.create_write_transaction(
-                    actions,
-                    "overwrite" if ctx.mode == "complete" else "append",
-                    table.schema(),
-                    partition_by=list(state.partition_by),
-                    commit_properties=properties,
-                    post_commithook_properties=post_commit_hooks(table),
-                )
+                self._commit_on(table, ctx, state, files, proof)
             except CommitFailedError as exc:
                 self._lost(ctx, exc)
+            except DeltaError as exc:
+                if self._log_holds(table):
+                    raise
+                # delta-rs checks our commit against the commits after the snapshot, but a
+                # checkpoint and log cleanup removed the snapshot's own commit meanwhile (a
+                # driver that stalled, a short delta.logRetentionDuration): it cannot, and fails
+                # whatever happened since. Decide again on the table brought up to date.
+                log.info("delta.snapshot_outdated", table=self.uri, reason=str(exc))
+                with latest(self.uri, self.storage) as fresh:
+                    try:
+                        self._commit_on(fresh, ctx, state, files, proof)
+                    except CommitFailedError as lost:
+                        self._lost(ctx, lost)
         crash_point("commit:committed")
         log.debug(
             "delta.committed",
@@ -258,6 +250,47 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             batch=ctx.batch_id,
             files=len(files),
         )
+
+    def _commit_on(
+        self, table: Any, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof
+    ) -> None:
+        """Check the batch against the snapshot ``table``, then commit it on that snapshot:
+        the files' add actions, the txn and the proof in one Delta commit."""
+        from deltalake.transaction import AddAction, CommitProperties, Transaction
+
+        if table is None:
+            raise SinkError(
+                f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "
+                "is not committed and will be written again when the query restarts"
+            )
+        last = last_version(table, ctx.writer_id)
+        if last is not None and last >= ctx.batch_id:
+            raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
+        self._check_still_compatible(table, state)
+        self._check_files_exist(ctx, files)
+        crash_point("commit:checked")
+        actions = [
+            AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
+            for f in files
+        ]
+        properties = CommitProperties(
+            # No last_updated: Delta's txn retention expires txns by it, so without it this
+            # writer's evidence never expires (see eosink_delta.table).
+            app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
+            custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
+        )
+        table.create_write_transaction(
+            actions,
+            "overwrite" if ctx.mode == "complete" else "append",
+            table.schema(),
+            partition_by=list(state.partition_by),
+            commit_properties=properties,
+            post_commithook_properties=post_commit_hooks(table),
+        )
+
+    def _log_holds(self, table: Any) -> bool:
+        """Whether the table's log still holds the commit of ``table``'s version."""
+        return existence(self.uri, self.storage)([f"_delta_log/{table.version():020d}.json"])[0]
 
     def _lost(self, ctx: BatchContext, exc: Exception) -> None:
         """Our commit lost a race: to another attempt of this batch, or to another writer."""

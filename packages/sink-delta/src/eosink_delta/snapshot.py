@@ -14,6 +14,10 @@ What remains per batch is inside delta-rs: each update and each commit lists ``_
 A handle is used under its table's lock: the txn check and the commit that follows it must see
 the same snapshot, and another thread's batch into the same table must not move it in between
 (delta-rs checks conflicts against commits after the version our commit was built on).
+
+The handles belong to the process (:func:`eosink.process.process_state`): a restarted driver,
+a zombie attempt or Spark's data-source worker each have their own, as they would in
+production, and the conformance kit's simulation can run several such processes in one.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import attrs
 import structlog
 
+from eosink.process import process_state
 from eosink_delta.store import delta_options, existence
 
 log = structlog.get_logger("eosink.delta")
@@ -59,8 +64,14 @@ class _Kept:
     fresh_for: Any = None  # the batch whose is_committed last brought it up to date
 
 
-_kept: dict[str, _Kept] = {}
+#: The name of this process's kept snapshots (table URI -> :class:`_Kept`).
+KEPT = "eosink_delta.snapshots"
 _kept_lock = threading.Lock()
+
+
+def _kept() -> dict[str, _Kept]:
+    """This process's kept snapshots; use under ``_kept_lock``."""
+    return process_state(KEPT)
 
 
 @contextmanager
@@ -86,7 +97,7 @@ def latest(
     """
     options = storage_options or {}
     with _kept_lock:
-        kept = _kept.setdefault(uri, _Kept())
+        kept = _kept().setdefault(uri, _Kept())
     with kept.lock:
         if kept.table is None:
             kept.table = open_table(uri, options)
@@ -124,6 +135,6 @@ def _brought_up_to_date(uri: str, options: dict[str, Any], kept: _Kept) -> Any |
 
 
 def forget(uri: str) -> None:
-    """Drop the kept snapshot of ``uri`` (the next use opens the table anew)."""
+    """Drop this process's kept snapshot of ``uri`` (the next use opens the table anew)."""
     with _kept_lock:
-        _kept.pop(uri, None)
+        _kept().pop(uri, None)

@@ -236,6 +236,23 @@ def check_partitions(uri: str, table_columns: list[str], wanted: tuple[str, ...]
         )
 
 
+def check_partition_types(binary: list[str]) -> None:
+    """Refuse binary partition columns (``binary``: their names), before anything is written.
+
+    The protocol writes a binary partition value as "a string of escaped binary values" and
+    its readers disagree on what that means: delta-rs writes the escapes as text and reads
+    that text back as the bytes, and reads any other string as its UTF-8 bytes, so a value
+    with a byte above 0x7f comes back changed whichever way it is written.
+    """
+    if binary:
+        raise ConfigurationError(
+            f"sink 'delta': partition column(s) {binary} are binary, whose partition values Delta "
+            "readers do not read back as written (bytes above 0x7f change); partition by a "
+            "string made of it in the query instead (e.g. hex(col) or base64(col)), or by "
+            "another column. Nothing was written."
+        )
+
+
 # -- partition values ------------------------------------------------------------------------
 def partition_value(value: Any) -> str | None:
     """A partition value as the Delta protocol serializes it."""

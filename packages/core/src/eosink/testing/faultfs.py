@@ -29,8 +29,8 @@ import io
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 from fsspec import register_implementation
@@ -65,6 +65,24 @@ class StoreFault:
 
     def matches(self, op: Op, key: str) -> bool:
         return op in self.ops and (not self.path or re.search(self.path, key) is not None)
+
+
+class FaultTarget(Protocol):
+    """What the kit's simulation needs of a store it injects faults into: an
+    :class:`ObjectStore`, or an adapter of another store's own fault injector (the loopback
+    S3 server's: :class:`eosink.testing.s3.S3FaultTarget`).
+
+    ``fired`` lists every fault fired since the target was made, and only grows (also across
+    :meth:`disarm`): the simulation compares its length before and after a step to tell an
+    injected failure from a real one.
+    """
+
+    @property
+    def fired(self) -> Sequence[Any]: ...
+
+    def arm(self, *faults: StoreFault) -> None: ...
+
+    def disarm(self) -> Any: ...
 
 
 @attrs.define

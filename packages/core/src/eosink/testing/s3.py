@@ -517,6 +517,87 @@ class S3Faults:
             raise ValueError(f"the test S3 server refused the fault plan: {exc.read()!r}") from None
 
 
+#: How each request kind of :class:`eosink.testing.faultfs.StoreFault` (``ops``) reaches
+#: the server: (method, whether the request names an object or only the bucket). Writes of
+#: delta-rs' data files are multipart uploads (POST, PUT, POST on the object); a list is a GET
+#: on the bucket with a prefix query; a delete of several objects is one POST on the bucket; a
+#: copy is a PUT with a source header, which the server's faults cannot tell from a PUT.
+S3_REQUESTS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "head": (("HEAD", True),),
+    "get": (("GET", True),),
+    "list": (("GET", False),),
+    "put": (("PUT", True), ("POST", True)),
+    "copy": (("PUT", True),),
+    "delete": (("DELETE", True), ("POST", False)),
+}
+
+
+class S3FaultTarget:
+    """The conformance kit's store faults (:class:`eosink.testing.faultfs.StoreFault`) on a
+    loopback S3 server: a :class:`eosink.testing.faultfs.FaultTarget` for
+    :class:`eosink.testing.simulation.SimTarget`'s ``store``, for sinks whose client is not
+    fsspec (delta-rs' object store).
+
+    A store fault becomes a :class:`Fault` on the requests of its ``ops``: ``error`` answers
+    503, ``lost_reply`` and ``short_write`` drop the connection (the client's own retries then
+    decide what the sink sees). A fault on every kind of request counts them all together; a
+    fault on deletes counts the deletes of one object and those of several (one POST on the
+    bucket) apart, ``after`` in each, since a POST on an object is a write. A ``path`` narrows the fault to requests on objects: the server
+    sees no key in a list or a delete of several objects. The server's plan is shared by every
+    client of the server: one target (and one history) at a time per server.
+    """
+
+    def __init__(self, faults: S3Faults) -> None:
+        self.faults = faults
+        self.armed: list[Fault] = []
+        self.done: list[FiredFault] = []  # fired under plans that were replaced since
+
+    @staticmethod
+    def translate(fault: Any) -> list[Fault]:
+        """The server's faults for one store fault (a ``StoreFault``)."""
+        groups: dict[bool, set[str]] = {}
+        for op in fault.ops:
+            for method, on_object in S3_REQUESTS[op]:
+                groups.setdefault(on_object, set()).add(method)
+        if fault.path:
+            groups.pop(False, None)
+            if not groups:
+                raise ValueError(
+                    f"a store fault on {fault.ops} with a path cannot be injected on the S3 "
+                    "server: it sees no key in a list or a delete of several objects; drop "
+                    "the path"
+                )
+        keys = {True: fault.path or ".", False: "^$"}
+        if len(groups) == 2 and groups[False] <= groups[True]:
+            # one count over both; it adds only requests on the bucket that sinks never send
+            # (HEAD, PUT, DELETE of the bucket itself)
+            groups, keys = {True: groups[True]}, {True: ""}
+        return [
+            Fault(fault.kind, key=keys[on_object], methods=tuple(methods), nth=fault.after)
+            for on_object, methods in sorted(groups.items())
+        ]
+
+    def arm(self, *faults: Any) -> None:
+        """Add store faults to the server's plan (the plan's counts start again)."""
+        self._keep_fired()
+        self.armed += [f for fault in faults for f in self.translate(fault)]
+        self.faults.plan(self.armed)
+
+    def disarm(self) -> None:
+        """Clear the server's plan; what fired stays in :attr:`fired`."""
+        self._keep_fired()
+        self.armed = []
+        self.faults.clear()
+
+    @property
+    def fired(self) -> list[FiredFault]:
+        """Every fault fired since this target was made."""
+        return self.done + self.faults.fired()
+
+    def _keep_fired(self) -> None:
+        self.done += self.faults.fired()
+
+
 def serve(
     port: int = 0,
     ready: Callable[[int], None] | None = None,
