@@ -207,7 +207,7 @@ class SinkSimulation:
     simulation_steps = 25
     #: A store fault fires at one of the first this many matching requests of a batch: about
     #: what one batch of the sink asks of its store, so that most faults armed do fire.
-    simulation_store_requests = 40
+    simulation_store_requests = 16
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         """Sink options drawn per history (e.g. small compaction intervals)."""
