@@ -64,6 +64,7 @@ from eosink_delta.table import (
     is_delta_table,
     last_version,
     post_commit_hooks,
+    unsupported_partition_type,
 )
 
 log = structlog.get_logger("eosink.delta")
@@ -159,6 +160,7 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 f"sink 'delta': the table at {self.uri} is partitioned by {list(partition_by)} but "
                 f"the stream lacks {missing}; select those columns in the query"
             )
+        self._check_partition_types(stream, partition_by)
         checked = check_schema(
             delta_fields(table.schema()),
             stream,
@@ -179,10 +181,16 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             ]
         )
         not_null = tuple(n for n, f in fields.items() if not f.get("nullable", True))
+        keys = pa.schema(
+            [
+                stream.field(c).with_type(checked.casts.get(c, stream.field(c).type))
+                for c in partition_by
+            ]
+        )
         return DeltaState(
             attempt=uuid.uuid4().hex,
             read_version=table.version(),
-            plan=WritePlan(data_schema=data, not_null=not_null),
+            plan=WritePlan(data_schema=data, not_null=not_null, partition_schema=keys),
             partition_by=partition_by,
             table_schema=table.schema().to_json(),
         )
@@ -199,12 +207,17 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 "sink 'delta': partitionBy names every column of the stream; a Delta table needs "
                 "at least one data column: partition by fewer columns"
             )
-        nested = [c for c in wanted if pa.types.is_nested(stream.field(c).type)]
-        if nested:
-            raise ConfigurationError(
-                f"sink 'delta': partition columns must be of simple types; {nested} are nested: "
-                "partition by a simple column (e.g. a date or a string)"
-            )
+        self._check_partition_types(stream, wanted)
+
+    def _check_partition_types(self, stream: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        for column in partition_by:
+            problem = unsupported_partition_type(stream.field(column).type)
+            if problem:
+                raise ConfigurationError(
+                    f"sink 'delta': partition column {column!r} has type "
+                    f"{stream.field(column).type}, which cannot be a partition column: {problem}"
+                    " in the query. Nothing was written."
+                )
 
     @hookimpl
     def commit(
