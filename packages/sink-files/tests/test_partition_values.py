@@ -107,7 +107,8 @@ def test_string_partition_values_read_back_once(tmp_path):
     out = str(tmp_path / "out")
     parts = partitions(STRINGS, pa.string())
     run(FilesSink(path=out, partition_by=["v"]), 0, parts)
-    expected = {i: (None if v in ("", None, DEFAULT_PARTITION) else v) for i, v in sent(parts).items()}
+    nulls = ("", None, DEFAULT_PARTITION)
+    expected = {i: (None if v in nulls else v) for i, v in sent(parts).items()}
     assert read_back(out) == expected
     assert folders(out) == {
         f"v={DEFAULT_PARTITION}",
@@ -191,7 +192,11 @@ UTC = dt.timezone.utc
             pa.timestamp("us", tz="America/New_York"),
             ["2024-01-01 07:00:00"],  # the wall time in the column's zone, as Spark's session's
         ),
-        ([0.1, 1e-5, 123456789.0, 5e-324], pa.float64(), ["0.1", "1.0E-5", "1.23456789E8", "4.9E-324"]),
+        (
+            [0.1, 1e-5, 123456789.0, 5e-324],
+            pa.float64(),
+            ["0.1", "1.0E-5", "1.23456789E8", "4.9E-324"],
+        ),
         ([0.1, 3.4028235e38], pa.float32(), ["0.1", "3.4028235E38"]),
         ([dt.time(1, 2, 3), dt.time(1, 2, 3, 500000)], pa.time64("us"), ["01:02:03", "01:02:03.5"]),
     ],
