@@ -16,7 +16,11 @@ def test_add_paths_equal_delta_rs_for_odd_partition_values(tmp_path):
     batch = odd_rows().to_batches()[0]
     assert run(DeltaSink(path=path, partition_by=["p"]), 0, [batch]).status == "committed"
     ours = folders_by_value(path)
-    assert ours == delta_rs_folders(str(tmp_path))
+    # The protocol reads an empty partition string as null; eosink writes it as null (one
+    # partition with the nulls, as Spark's writer makes it), where delta-rs keeps "" in a
+    # folder of its own. Both read back as null.
+    expected = {k: v for k, v in delta_rs_folders(str(tmp_path)).items() if k != ""}
+    assert ours == expected
     for _version, action in log_actions(path):
         if "add" in action:  # the file is where the add path, decoded as a URI, points
             assert os.path.isfile(os.path.join(path, unquote(action["add"]["path"])))

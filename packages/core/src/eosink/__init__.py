@@ -1,7 +1,8 @@
 """eosink: exactly-once sinks for PySpark.
 
 The public API: the hook markers and specs sink authors implement (:mod:`eosink.hookspecs`),
-the messages they exchange (:mod:`eosink.model`), sink discovery (:func:`sink`), and the
+the messages they exchange (:mod:`eosink.model`), rows grouped by partition text for sinks that
+partition (:mod:`eosink.partitions`), sink discovery (:func:`sink`), and the
 front doors (:func:`foreach_batch`, :func:`write_batch`, :func:`register_data_sources`).
 """
 
@@ -29,6 +30,7 @@ from eosink.model import (
     Staged,
 )
 from eosink.options import options_from
+from eosink.partitions import PartitionGroups, group_by_text, java_number_text
 from eosink.protocol import WriteTask, run_batch
 from eosink.registry import installed_sinks, sink, sink_from_options
 from eosink.base import Sink
@@ -49,6 +51,7 @@ __all__ = [
     "EosinkError",
     "Fingerprint",
     "MissingWriterIdError",
+    "PartitionGroups",
     "PartitionResult",
     "PhaseLogger",
     "Proof",
@@ -61,9 +64,11 @@ __all__ = [
     "configure_logging",
     "crash_point",
     "foreach_batch",
+    "group_by_text",
     "hookimpl",
     "hookspec",
     "installed_sinks",
+    "java_number_text",
     "options_from",
     "register_data_sources",
     "run_batch",

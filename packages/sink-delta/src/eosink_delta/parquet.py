@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eosink.partitions import group_by_text
 from eosink_delta.schema import WritePlan
 from eosink_delta.store import filesystem, path_in
 from eosink_delta.table import partition_dir, partition_value
@@ -179,17 +179,11 @@ class PartitionWriter:
         if not self.partition_by:
             self.buffer((), self.plan.prepare(batch))
             return
-        keys = pa.table([batch.column(c) for c in self.partition_by], names=list(self.partition_by))
-        groups = keys.group_by(list(self.partition_by), use_threads=False).aggregate([])
-        for row in groups.to_pylist():
-            values = tuple(row[c] for c in self.partition_by)
-            mask = None
-            for name, value in zip(self.partition_by, values):
-                column = batch.column(name)
-                cond = pc.is_null(column) if value is None else pc.equal(column, value)
-                mask = cond if mask is None else pc.and_(mask, cond)
-            part = batch if groups.num_rows == 1 else batch.filter(pc.fill_null(mask, False))
-            self.buffer(tuple(partition_value(v) for v in values), self.plan.prepare(part))
+        # Grouped by the partition value strings, never by value equality: "" and null (both
+        # null in Delta), or every NaN, are one partition; -0.0 and 0.0 two (eosink.partitions).
+        groups = group_by_text(self.plan.partition_keys(batch), self.partition_by, partition_value)
+        for values, part in groups.split(self.plan.prepare(batch)):
+            self.buffer(values, part)
 
     def buffer(self, values: tuple[str | None, ...], batch: pa.RecordBatch) -> None:
         open_file = self.files.get(values) or self.open(values)

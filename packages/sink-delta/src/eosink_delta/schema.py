@@ -94,6 +94,19 @@ class WritePlan:
 
     data_schema: pa.Schema  # the Parquet files' schema: data columns, in the stream's order
     not_null: tuple[str, ...] = ()  # columns the table declares NOT NULL
+    #: The partition columns in the table's types: a value is named as the table holds it (a
+    #: float stream's 0.1 in a double table is the double 0.10000000149011612, as in the data).
+    partition_schema: pa.Schema = attrs.field(factory=lambda: pa.schema([]))
+
+    def partition_keys(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The batch's partition columns, cast to the table's types."""
+        columns = []
+        for field in self.partition_schema:
+            column = batch.column(field.name)
+            if column.type != field.type:
+                column = column.cast(field.type)
+            columns.append(column)
+        return pa.RecordBatch.from_arrays(columns, schema=self.partition_schema)
 
     def prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         columns = []

@@ -60,13 +60,13 @@ from eosink_delta.table import (
     ATTEMPT_KEY,
     PROOF_KEY,
     check_not_other_data,
-    check_partition_types,
     check_partitions,
     check_table_features,
     committed_proof,
     is_delta_table,
     last_version,
     post_commit_hooks,
+    unsupported_partition_type,
 )
 
 log = structlog.get_logger("eosink.delta")
@@ -156,16 +156,13 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)
         partition_by = tuple(table.metadata().partition_columns)
         check_partitions(self.uri, list(partition_by), wanted)
-        table_fields = delta_fields(table.schema())
-        check_partition_types(
-            [c for c in partition_by if table_fields.get(c, {}).get("type") == "binary"]
-        )
         missing = [c for c in partition_by if c not in stream.names]
         if missing:
             raise ConfigurationError(
                 f"sink 'delta': the table at {self.uri} is partitioned by {list(partition_by)} but "
                 f"the stream lacks {missing}; select those columns in the query"
             )
+        self._check_partition_types(stream, partition_by)
         checked = check_schema(
             delta_fields(table.schema()),
             stream,
@@ -186,10 +183,16 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             ]
         )
         not_null = tuple(n for n, f in fields.items() if not f.get("nullable", True))
+        keys = pa.schema(
+            [
+                stream.field(c).with_type(checked.casts.get(c, stream.field(c).type))
+                for c in partition_by
+            ]
+        )
         return DeltaState(
             attempt=uuid.uuid4().hex,
             read_version=table.version(),
-            plan=WritePlan(data_schema=data, not_null=not_null),
+            plan=WritePlan(data_schema=data, not_null=not_null, partition_schema=keys),
             partition_by=partition_by,
             table_schema=table.schema().to_json(),
         )
@@ -206,13 +209,17 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 "sink 'delta': partitionBy names every column of the stream; a Delta table needs "
                 "at least one data column: partition by fewer columns"
             )
-        nested = [c for c in wanted if pa.types.is_nested(stream.field(c).type)]
-        if nested:
-            raise ConfigurationError(
-                f"sink 'delta': partition columns must be of simple types; {nested} are nested: "
-                "partition by a simple column (e.g. a date or a string)"
-            )
-        check_partition_types([c for c in wanted if pa.types.is_binary(stream.field(c).type)])
+        self._check_partition_types(stream, wanted)
+
+    def _check_partition_types(self, stream: pa.Schema, partition_by: tuple[str, ...]) -> None:
+        for column in partition_by:
+            problem = unsupported_partition_type(stream.field(column).type)
+            if problem:
+                raise ConfigurationError(
+                    f"sink 'delta': partition column {column!r} has type "
+                    f"{stream.field(column).type}, which cannot be a partition column: {problem}"
+                    " in the query. Nothing was written."
+                )
 
     @hookimpl
     def commit(

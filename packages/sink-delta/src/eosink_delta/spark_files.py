@@ -36,10 +36,9 @@ from eosink.spark.executors import arrow_schema
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaFile, DeltaMessage, file_stats
 from eosink_delta.schema import WritePlan, normalize_schema, not_null_error
-from eosink_delta.table import partition_dir
+from eosink_delta.table import HIVE_NULL, partition_dir
 
 STAGING_DIR = "_eosink_staging"
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 SPARK_CODECS = {"lz4": "lz4_raw", "none": "none"}
 
 

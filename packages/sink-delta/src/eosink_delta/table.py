@@ -15,15 +15,19 @@ by its ``lastUpdated`` time. eosink's delta-rs engine writes its ``txn`` without
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import posixpath
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+import pyarrow as pa
 import structlog
 
 from eosink import BatchContext, ConfigurationError, EosinkError, Proof
+from eosink.partitions import java_number_text
 from eosink_delta.store import PROBE_DIR, delta_options, filesystem
 
 log = structlog.get_logger("eosink.delta")
@@ -236,41 +240,70 @@ def check_partitions(uri: str, table_columns: list[str], wanted: tuple[str, ...]
         )
 
 
-def check_partition_types(binary: list[str]) -> None:
-    """Refuse binary partition columns (``binary``: their names), before anything is written.
-
-    The protocol writes a binary partition value as "a string of escaped binary values" and
-    its readers disagree on what that means: delta-rs writes the escapes as text and reads
-    that text back as the bytes, and reads any other string as its UTF-8 bytes, so a value
-    with a byte above 0x7f comes back changed whichever way it is written.
-    """
-    if binary:
-        raise ConfigurationError(
-            f"sink 'delta': partition column(s) {binary} are binary, whose partition values Delta "
-            "readers do not read back as written (bytes above 0x7f change); partition by a "
-            "string made of it in the query instead (e.g. hex(col) or base64(col)), or by "
-            "another column. Nothing was written."
-        )
-
-
 # -- partition values ------------------------------------------------------------------------
-def partition_value(value: Any) -> str | None:
-    """A partition value as the Delta protocol serializes it."""
-    import datetime as dt
+#: Hive's folder of null. Delta's Spark writer reads partition values from such folders, and
+#: delta-rs' writer too takes this string for null: a string holding it is written as null.
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
-    if value is None:
+
+def partition_value(value: Any, type_: pa.DataType) -> str | None:
+    """A partition value as the Delta protocol's ``partitionValues`` serializes it.
+
+    The protocol reads an empty string as null, so ``""`` (and Hive's null folder name, which
+    Delta's writers take for null) is written as null: those rows are one partition, as Spark's
+    file writer (:mod:`eosink_delta.spark_files`) writes them. Numbers print as the JVM prints
+    them (``1.0E20``, ``NaN``, ``Infinity``, ``-0.0``): Delta's Spark reader parses them with
+    Java, delta-rs with Rust's float parser, which takes these too (but Java rejects
+    Python's ``inf``). Decimals in plain digits at the column's scale, dates ``yyyy-MM-dd``,
+    timestamps ``yyyy-MM-dd HH:mm:ss.SSSSSS`` in UTC (naive ones as they are), binary as the
+    text its bytes spell in UTF-8: Delta's Spark reader (a cast) and delta-rs both read the
+    string back as its UTF-8 bytes, so other bytes cannot be a partition value (an error).
+    """
+    if value is None or value == "" or value == b"" or value == HIVE_NULL:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return java_number_text(value, single=pa.types.is_floating(type_) and type_.bit_width < 64)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+        return value.isoformat(sep=" ", timespec="microseconds")
     if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, bytes):
-        return value.decode("latin-1")
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigurationError(
+                f"sink 'delta': binary partition value {value[:16]!r} is not UTF-8 text, and "
+                "Delta's readers (Spark's and delta-rs) read a binary partition value back as "
+                "the UTF-8 bytes of its string, so it would change. Partition by hex(col) or "
+                "base64(col) instead. Nothing of this batch was committed."
+            ) from None
     return str(value)
+
+
+def unsupported_partition_type(type_: pa.DataType) -> str | None:
+    """Why a column of ``type_`` cannot be a partition column of a Delta table (and the fix),
+    or ``None`` when it can."""
+    if pa.types.is_dictionary(type_):
+        return unsupported_partition_type(type_.value_type)
+    if pa.types.is_nested(type_):
+        return "partition columns must be of simple types: partition by a simple column"
+    if pa.types.is_null(type_):
+        return "every value is null (a void column): cast it to the type it should have"
+    if pa.types.is_binary(type_) or pa.types.is_large_binary(type_):
+        # The protocol writes a binary partition value as "a string of escaped binary values"
+        # and its readers disagree on what that means: delta-rs reads any string back as its
+        # UTF-8 bytes, so a value with a byte above 0x7f comes back changed however written.
+        return (
+            "Delta readers do not read binary partition values back as written (bytes above "
+            "0x7f change): partition by a string made of it (e.g. hex(col) or base64(col))"
+        )
+    return None
 
 
 def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> str:
@@ -284,6 +317,6 @@ def partition_dir(columns: tuple[str, ...], values: tuple[str | None, ...]) -> s
     """
     parts = []
     for name, value in zip(columns, values):
-        text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe="")
+        text = HIVE_NULL if value is None else quote(value, safe="")
         parts.append(f"{quote(name, safe='')}={text}")
     return "/".join(parts)

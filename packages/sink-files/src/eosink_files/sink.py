@@ -56,7 +56,7 @@ from eosink_files.log_view import LogView, view_of
 from eosink_files.options import FilesOptions
 from eosink_files.spark_process import in_spark_application
 from eosink_files.store import Store, open_store
-from eosink_files.writers import PartitionWriter, WrittenFile
+from eosink_files.writers import PartitionWriter, WrittenFile, unsupported_partition_type
 
 log = structlog.get_logger("eosink.files")
 
@@ -268,6 +268,13 @@ class FilesSink(FilesCommands, eosink.Sink):
                 f"sink 'files': partition column(s) {missing} are not in the stream's columns "
                 f"{names}; fix partitionBy or select those columns"
             )
+        for column in opts.partition_by:
+            problem = unsupported_partition_type(schema.field(column).type)
+            if problem:
+                raise ConfigurationError(
+                    f"sink 'files': partition column {column!r} has type "
+                    f"{schema.field(column).type}, which cannot name a folder: {problem}"
+                )
         if opts.partition_by and len(opts.partition_by) == len(names):
             raise ConfigurationError(
                 "sink 'files': every column is a partition column, so the files would hold no "

@@ -11,13 +11,12 @@ import base64
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from eosink.partitions import group_by_text, java_number_text
 from eosink_files.options import FilesOptions
 from eosink_files.store import Store
 
@@ -37,21 +36,71 @@ def escape_path_name(text: str) -> str:
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in text)
 
 
-def partition_value_text(value: Any) -> str:
-    if value is None or value == "":
+def partition_text(value: Any, type_: pa.DataType) -> str:
+    """The folder text Spark gives a partition value (before escaping): ``cast(v as string)``.
+
+    Spark's writer names a folder ``name=<text>`` and its reader parses the text back, so the
+    text must be the one Spark writes (a folder of this sink and one of Spark's own writer for
+    the same value are the same folder): null, ``""`` and the default name itself share
+    ``__HIVE_DEFAULT_PARTITION__``; floats print as Java does (``1.0E20``, ``NaN``, ``-0.0``);
+    decimals in plain digits at the column's scale; timestamps as wall time in the column's
+    zone (Spark hands Arrow batches in its session zone, which its reader assumes) with the
+    fraction's trailing zeros dropped.
+    """
+    if value is None or value == "" or value == DEFAULT_PARTITION:
         return DEFAULT_PARTITION
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return java_number_text(value, single=pa.types.is_floating(type_) and type_.bit_width < 64)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
     if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+        return _without_trailing_zeros(value.replace(tzinfo=None).isoformat(sep=" "))
+    if isinstance(value, (dt.date, dt.time)):
+        return _without_trailing_zeros(value.isoformat())
     return str(value)
 
 
-def partition_folder(columns: tuple[str, ...], values: tuple[Any, ...]) -> str:
-    return "/".join(
-        f"{escape_path_name(c)}={escape_path_name(partition_value_text(v))}"
-        for c, v in zip(columns, values)
-    )
+def _without_trailing_zeros(text: str) -> str:
+    """``01:02:03.120000`` -> ``01:02:03.12``, ``01:02:03.000000`` -> ``01:02:03``."""
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def unsupported_partition_type(type_: pa.DataType) -> str | None:
+    """Why Spark cannot read a column of ``type_`` back from partition folders (and the fix),
+    or ``None`` when it can."""
+    if pa.types.is_dictionary(type_):
+        return unsupported_partition_type(type_.value_type)
+    if pa.types.is_nested(type_):
+        return "Spark cannot partition by a nested type: partition by a simple column"
+    if pa.types.is_null(type_):
+        return (
+            "every value is null and Spark refuses a VOID partition column: cast it to the type "
+            "it should have in the query"
+        )
+    if (
+        pa.types.is_binary(type_)
+        or pa.types.is_large_binary(type_)
+        or pa.types.is_binary_view(type_)
+        or pa.types.is_fixed_size_binary(type_)
+    ):
+        return (
+            "a folder name holds text, so Spark reads binary values back as strings (its own "
+            "writer fails on bytes that are not UTF-8): cast it to a string in the query "
+            "(e.g. hex(col) or base64(col))"
+        )
+    if pa.types.is_duration(type_) or pa.types.is_interval(type_):
+        return (
+            "Spark's folder holds the interval's text (INTERVAL '1' DAY) and its reader reads "
+            "it back as a string: cast it to a string or a number in the query (e.g. seconds)"
+        )
+    return None
+
+
+def partition_folder(columns: tuple[str, ...], texts: tuple[str, ...]) -> str:
+    """The Hive folder of a partition (``day=2024-01-01/...``) from its values' texts."""
+    return "/".join(f"{escape_path_name(c)}={escape_path_name(t)}" for c, t in zip(columns, texts))
 
 
 def file_suffix(options: FilesOptions) -> str:
@@ -220,25 +269,6 @@ class FolderWriter:
         return paths
 
 
-def split_by(
-    batch: pa.RecordBatch, columns: tuple[str, ...]
-) -> Iterator[tuple[tuple, pa.RecordBatch]]:
-    """The rows of ``batch`` per distinct value of ``columns`` (without those columns)."""
-    data_columns = [n for n in batch.schema.names if n not in columns]
-    table = pa.Table.from_batches([batch])
-    keys = table.select(list(columns)).group_by(list(columns), use_threads=False).aggregate([])
-    rest = table.select(data_columns)
-    for key in keys.to_pylist():
-        mask = None
-        for c in columns:
-            v = key[c]
-            cond = pc.is_null(table[c]) if v is None else pc.fill_null(pc.equal(table[c], v), False)
-            mask = cond if mask is None else pc.and_(mask, cond)
-        part = rest.filter(mask)
-        for b in part.to_batches():
-            yield tuple(key[c] for c in columns), b
-
-
 class PartitionWriter:
     """All files of one task: one :class:`FolderWriter` per Hive folder."""
 
@@ -252,15 +282,20 @@ class PartitionWriter:
         if not self.columns:
             self._folder(()).add(batch)
             return
-        for key, part in split_by(batch, self.columns):
-            self._folder(key).add(part)
+        # Grouped by folder text, never by value equality: "" and null, or every NaN, share
+        # one folder and so one group; -0.0 and 0.0 are two folders (eosink.partitions).
+        groups = group_by_text(batch, self.columns, partition_text)
+        data = batch.select(self.data_schema.names)
+        for texts, part in groups.split(data):
+            self._folder(texts).add(part)
 
-    def _folder(self, key: tuple) -> FolderWriter:
-        writer = self.folders.get(key)
+    def _folder(self, texts: tuple[str, ...]) -> FolderWriter:
+        """The writer of one folder, keyed by its texts: one writer (one file name) per folder."""
+        writer = self.folders.get(texts)
         if writer is None:
-            folder = partition_folder(self.columns, key) if self.columns else ""
+            folder = partition_folder(self.columns, texts) if self.columns else ""
             writer = FolderWriter(self.store, folder, self.prefix, self.data_schema, self.options)
-            self.folders[key] = writer
+            self.folders[texts] = writer
         return writer
 
     def close(self) -> list[WrittenFile]:

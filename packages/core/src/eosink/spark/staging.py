@@ -5,7 +5,9 @@ whole write, so a sink whose store Spark can write implements ``write_dataframe`
 helper: Spark writes the batch (format, options, ``partitionBy``) into a staging folder of the
 attempt, the core counts the rows on the way (an ``Observation``; that count becomes the
 proof's), and the sink gets the part files with their sizes to move into place. The folder is
-removed when the ``with`` block ends, whatever happens.
+removed when the ``with`` block ends, whatever happens. Partition columns are written by the
+text of their folder (:func:`by_folder_text`), so values that share a folder never make Spark's
+writer open one file name twice.
 
 Executor plugins of the run (fault injection in tests) wrap every task of the staging write,
 as they wrap ``write`` on the Arrow path, so a crash can hit this path half-way too. Their code
@@ -69,6 +71,8 @@ def stage_dataframe(
 
     observation = Observation()
     observed = _with_plugins(df).observe(observation, F.count(F.lit(1)).alias("rows"), *metrics)
+    if partition_by:
+        observed = by_folder_text(observed, partition_by)
     writer = (
         observed.write.format(format).options(**dict(options or {}))
         # no _SUCCESS marker: the sink's commit says what is committed
@@ -85,6 +89,37 @@ def stage_dataframe(
         yield StagedFiles(files=_part_files(folder), rows=rows, metrics=seen)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The folder Spark's writer gives null (and ``""``, and this very string).
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def by_folder_text(df: Any, partition_by: Sequence[str]) -> Any:
+    """``df`` with each partition column replaced by the text of its folder (null: default).
+
+    Spark's writer sorts a task's rows by the partition values and starts a new file, named
+    ``part-<task>-<job>.c000`` afresh in each folder, whenever the *value* changes. Values that
+    differ but share a folder then reopen that folder under a name it already holds, and the
+    task fails with Hadoop's ``FileAlreadyExistsException``: ``-0.0`` and ``0.0`` (equal in the
+    sort, so interleaved, but two folders), null and the string ``__HIVE_DEFAULT_PARTITION__``
+    (one folder, two sorted runs). Spark's own ``partitionBy`` fails on them too. Partitioned by
+    the folder text itself (Spark's ``cast(v as string)``, which names the folder anyway, with
+    ``""`` and the default name as null), equal texts are one sorted run and one file: the same
+    folders, each visited once.
+    """
+    from pyspark.sql import functions as F
+
+    texts = {}
+    for name in partition_by:
+        text = F.col(_quoted(name)).cast("string")
+        texts[name] = F.when(text.isin("", DEFAULT_PARTITION), F.lit(None)).otherwise(text)
+    return df.withColumns(texts)
+
+
+def _quoted(name: str) -> str:
+    """A column name as Spark's parser takes it literally (``a.b`` is not a field of ``a``)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _part_files(folder: str) -> tuple[StagedFile, ...]:

@@ -1,0 +1,113 @@
+"""Partition values nobody picks on purpose, through every Spark door of the delta sink: the
+Arrow path (``file_writer="arrow"``, the data source) and Spark's own file writer. delta-rs
+reads each row back once, with its value; both writers write the same partition values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+from deltalake import DeltaTable
+from delta_helpers import log_actions
+
+import eosink
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+STRINGS = ["", None, "a/b", "ü", "%", HIVE_NULL, "x"]
+FLOATS = ["cast('NaN' as double)", "cast('-0.0' as double)", "0.0D", "cast('Infinity' as double)",
+          "1.5D", "1e20D", "cast(null as double)"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from eosink.testing.spark import local_spark
+
+    session = local_spark()
+    yield session
+    session.stop()
+
+
+def tricky(spark, rows: int = 420, partitions: int = 4):
+    """``rows`` rows (``id``, ``s`` string, ``f`` double, ``x`` data) in ``partitions`` tasks,
+    every string meeting every float in every task."""
+    strings = ", ".join("null" if s is None else f"'{s}'" for s in STRINGS)
+    floats = ", ".join(FLOATS)
+    return spark.range(0, rows, 1, partitions).selectExpr(
+        "id",
+        f"element_at(array({strings}), cast(id % {len(STRINGS)} + 1 as int)) as s",
+        f"element_at(array({floats}), cast(floor(id / {len(STRINGS)}) % {len(FLOATS)} + 1 as int))"
+        " as f",
+        "cast(id as string) as x",
+    )
+
+
+def same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b and (not isinstance(a, float) or math.copysign(1, a) == math.copysign(1, b))
+
+
+def check_read_back(path: str, df, columns: list[str]) -> None:
+    """delta-rs reads every id once, with its partition values ("" and Hive's name as null)."""
+    want = {
+        r.id: tuple(None if r[c] in ("", HIVE_NULL) else r[c] for c in columns)
+        for r in df.select("id", *columns).collect()
+    }
+    table = DeltaTable(path).to_pyarrow_table()
+    ids = table.column("id").to_pylist()
+    assert not [i for i, n in Counter(ids).items() if n > 1], "rows read back twice"
+    assert set(ids) == set(want), f"{len(set(want) - set(ids))} rows missing"
+    back = zip(ids, *(table.column(c).to_pylist() for c in columns))
+    wrong = {i: (got, want[i]) for i, *got in back if not all(map(same, got, want[i]))}
+    assert not wrong
+
+
+def partition_values(path: str) -> set[tuple]:
+    return {
+        tuple(sorted(a["add"]["partitionValues"].items()))
+        for _v, a in log_actions(path)
+        if "add" in a
+    }
+
+
+@pytest.mark.parametrize("door", ["arrow", "data_source"])
+def test_arrow_path_floats_and_strings_read_back_once(spark, tmp_path, door):
+    path = str(tmp_path / "table")
+    df = tricky(spark)
+    if door == "data_source":
+        eosink.register_data_sources(spark)
+        (
+            df.write.format("eosink-delta")
+            .option("writerId", "job")
+            .option("version", 1)
+            .option("path", path)
+            .option("partitionBy", "s,f")
+            .mode("append")
+            .save()
+        )
+    else:
+        sink = eosink.sink("delta", path=path, partition_by=["s", "f"], file_writer="arrow")
+        (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+        assert (outcome.status, outcome.rows) == ("committed", 420)
+    check_read_back(path, df, ["s", "f"])
+    floats = {dict(v)["f"] for v in partition_values(path)}
+    assert floats == {"NaN", "-0.0", "0.0", "Infinity", "1.5", "1.0E20", None}
+
+
+@pytest.mark.parametrize("file_writer", ["arrow", "spark"])
+def test_string_partitions_read_back_once_from_both_writers(spark, tmp_path, file_writer):
+    """Spark's file writer stages by folder text: null, "" and Hive's name are one folder, and
+    its writer no longer opens one file name twice (FileAlreadyExistsException)."""
+    path = str(tmp_path / "table")
+    df = tricky(spark).drop("f").selectExpr("*", "cast(id % 3 as int) as n")
+    sink = eosink.sink("delta", path=path, partition_by=["s", "n"], file_writer=file_writer)
+    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert (outcome.status, outcome.rows) == ("committed", 420)
+    check_read_back(path, df, ["s", "n"])
+    assert partition_values(path) == {
+        (("n", n), ("s", s)) for n in ("0", "1", "2") for s in (None, "a/b", "ü", "%", "x")
+    }
