@@ -33,8 +33,9 @@ DELTA_TYPES = tuple(COLUMN_TYPES)
 #: What it partitions by: the simple types, but binary, which it refuses (readers change the
 #: values), and decimal, whose negative values deltalake's pyarrow reader, the judge here,
 #: cannot read (test_simulation_found.py shows the sink writes them right).
-# float partition values: see the partition-value fix
 PARTITION_TYPES = (
+    "float32",
+    "float64",
     "int8",
     "int16",
     "int32",
@@ -126,9 +127,11 @@ class DeltaHistories(SinkSimulation):
         return sink_options()
 
     def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
-        """Delta's protocol reads an empty partition value as null (as Spark writes "")."""
+        """Delta's protocol reads an empty partition value as null (as Spark writes ""), and
+        Hive's folder name for null, which Delta's writers take as null."""
+        nulls = ("", "__HIVE_DEFAULT_PARTITION__")
         return {
-            name: None if name in spec.partition_by and value == "" else value
+            name: None if name in spec.partition_by and value in nulls else value
             for name, value in row.items()
         }
 

@@ -1,6 +1,6 @@
 """The manifest oracle on its own (its agreement with Spark is test_manifest_oracle_spark.py):
 Spark's log plan, the logs Spark cannot read, value parsing, the exactly-once assertion, other
-stores, and what it finds in the files sink (xfail until fixed)."""
+stores, and what it found in the files sink (now regression tests)."""
 
 from __future__ import annotations
 
@@ -169,14 +169,8 @@ def test_normalized_rows_compare_nan_and_empty_partition_values():
 
 
 # -- what the oracle finds in the files sink ---------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    raises=(OracleError, AssertionError),  # a size mismatch, or the same rows read twice
-    reason="sink bug: in one task, partition values '' and None both go to "
-    "__HIVE_DEFAULT_PARTITION__ under one file name; the second file overwrites the first and "
-    "the log lists the path twice (Spark reads the survivor twice, the other rows never)",
-)
 def test_empty_and_null_partition_values_in_one_task(tmp_path):
+    """"" and null share Hive's null folder: one group, one file, each row read once."""
     out = str(tmp_path / "out")
     batch = pa.record_batch({"id": pa.array([1, 2, 3], pa.int64()), "part": ["", None, "a"]})
     run(FilesSink(path=out, partition_by=["part"]), 0, [[batch]])
