@@ -22,10 +22,12 @@ from eosink import BatchContext, ConfigurationError, run_batch
 from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
+from eosink_yt_emulator.kit import KitStore
 from eosink_yt_dynamic import YtDynamicSink, create_output_table
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1)
+_histories = itertools.count()  # a fresh table path per history
 #: The types the sink maps to YT (eosink_yt_common.yt_type): no decimals, lists or structs.
 YT_TYPES = (
     "int8",
@@ -41,8 +43,6 @@ YT_TYPES = (
     "timestamp",
     "timestamp_utc",
 )
-
-
 #: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation). The sink
 #: refuses values outside with a clear error (test_history_* below); the histories draw inside.
 FIRST, LAST = EPOCH, dt.datetime(2105, 12, 31, 23, 59, 59, 999999)
@@ -81,6 +81,11 @@ class TestYtDynamicSimulation(SinkSimulation):
     simulation_examples = 3
     simulation_steps = 8
 
+    def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
+        """Tiny tablet transactions too: a partition becomes several chunks, each registering
+        its keys (the duplicate check across chunks)."""
+        return st.sampled_from([{}, {"rows_per_transaction": 2}])
+
     @pytest.fixture
     def simulation_env(self, yt_emulator: Any) -> Any:
         return yt_emulator
@@ -100,6 +105,9 @@ class TestYtDynamicSimulation(SinkSimulation):
                 **spec.options,
             ),
             read=lambda: read_back(client, path, binary),
+            store=KitStore(env.faults),
+            # a careless operator: the next batch must refuse the unmounted table
+            damage=lambda: client.unmount_table(path, sync=True),
         )
 
     def simulation_batch(
@@ -113,8 +121,6 @@ class TestYtDynamicSimulation(SinkSimulation):
     def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
         return {k: yt_value(v) for k, v in row.items()}
 
-
-_histories = itertools.count()
 
 
 def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: Any) -> None:

@@ -20,11 +20,13 @@ from eosink import BatchContext, ConfigurationError, run_batch
 from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
+from eosink_yt_emulator.kit import KitStore
 from eosink_yt_common import yt_schema
 from eosink_yt_static.sink import YtStaticSink
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1)
+_histories = itertools.count()  # a fresh table path per history
 #: The types the sink maps to YT (eosink_yt_common.yt_type): no decimals, lists or structs.
 YT_TYPES = (
     "int8",
@@ -40,8 +42,6 @@ YT_TYPES = (
     "timestamp",
     "timestamp_utc",
 )
-
-
 #: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation). The sink
 #: refuses values outside with a clear error (test_history_* below); the histories draw inside.
 FIRST, LAST = EPOCH, dt.datetime(2105, 12, 31, 23, 59, 59, 999999)
@@ -74,6 +74,12 @@ def read_back(client: Any, path: str, binary: set[str]) -> list[dict[str, Any]]:
     ]
 
 
+def replace_by_a_document(client: Any, path: str) -> None:
+    """A broken tool puts a document where the table was: the next batch must refuse it."""
+    client.remove(path)
+    client.create("document", path)
+
+
 class TestYtStaticSimulation(SinkSimulation):
     simulation_types = YT_TYPES
     simulation_values = YT_VALUES
@@ -102,13 +108,13 @@ class TestYtStaticSimulation(SinkSimulation):
                 **spec.options,
             ),
             read=lambda: read_back(client, path, binary),
+            store=KitStore(env.faults),
+            damage=lambda: replace_by_a_document(client, path),
         )
 
     def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
         return {k: yt_value(v) for k, v in row.items()}
 
-
-_histories = itertools.count()
 
 
 def test_history_a_timestamp_yt_cannot_hold_is_refused(yt_emulator: Any) -> None:
