@@ -15,16 +15,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import yt.yson as yson
 from hypothesis import strategies as st
+from yt import yson
 
 from eosink import BatchContext, ConfigurationError, run_batch
 from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.faults import FaultPlugin
 from eosink.testing.simulation import History, HistorySpec, SimTarget, SinkSimulation
-from eosink_yt_emulator.kit import KitStore
 from eosink_yt_dynamic import YtDynamicSink, create_output_table
+from eosink_yt_emulator.kit import KitStore
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1)

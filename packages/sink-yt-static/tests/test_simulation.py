@@ -13,15 +13,15 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-import yt.yson as yson
 from hypothesis import strategies as st
+from yt import yson
 
 from eosink import BatchContext, ConfigurationError, run_batch
 from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
-from eosink_yt_emulator.kit import KitStore
 from eosink_yt_common import yt_schema
+from eosink_yt_emulator.kit import KitStore
 from eosink_yt_static.sink import YtStaticSink
 
 UTC = dt.timezone.utc
