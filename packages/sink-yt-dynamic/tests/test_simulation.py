@@ -79,8 +79,9 @@ class TestYtDynamicSimulation(SinkSimulation):
     simulation_types = YT_TYPES
     simulation_values = YT_VALUES
     simulation_visible_before_commit = True
-    simulation_examples = 3
-    simulation_steps = 8
+    # CI budget: about 20 s on a loaded 2-core machine (the emulator's requests dominate)
+    simulation_examples = 8
+    simulation_steps = 10
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         """Tiny tablet transactions too: a partition becomes several chunks, each registering
