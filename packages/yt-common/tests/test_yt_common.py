@@ -109,3 +109,45 @@ def test_client_options_are_shared_by_subclasses_and_parsed_from_spark_strings()
     assert pickle.loads(pickle.dumps(options)) == options
     with pytest.raises(ConfigurationError, match="JSON object"):
         SinkOptions(proxy="p", path="//t", client_config="{nope")
+
+
+UTC = datetime.timezone.utc
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([datetime.date(1970, 1, 1), datetime.date(1969, 12, 31)], pa.date32()),
+        pa.array([datetime.date(2106, 1, 1)], pa.date32()),
+        pa.array([datetime.datetime(1969, 12, 31, 23, 59, 59, 999999)], pa.timestamp("us")),
+        pa.array([datetime.datetime(2106, 1, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC")),
+    ],
+)
+def test_dates_and_times_yt_cannot_hold_are_clear_errors(column):
+    """YT's date and timestamp hold 1970-01-01..2105-12-31 only (Spark's go from year 1 to
+    9999): a value outside is refused naming the column and the fix, before any request."""
+    batch = pa.record_batch({"id": pa.array(range(len(column)), pa.int64()), "when": column})
+    with pytest.raises(ConfigurationError, match=r"column 'when'.*1970-01-01.*2105-12-31.*cast"):
+        yt_rows(batch)
+
+
+def test_the_edges_of_yts_dates_and_times_are_kept():
+    last_day = datetime.date(2105, 12, 31)
+    batch = pa.record_batch(
+        {
+            "d": pa.array([datetime.date(1970, 1, 1), last_day, None], pa.date32()),
+            "t": pa.array(
+                [
+                    datetime.datetime(1970, 1, 1),
+                    datetime.datetime(2105, 12, 31, 23, 59, 59, 999999),
+                    None,
+                ],
+                pa.timestamp("us"),
+            ),
+        }
+    )
+    assert [tuple(r.values()) for r in yt_rows(batch)] == [
+        (0, 0),
+        (49672, 49673 * 86400 * 10**6 - 1),
+        (None, None),
+    ]

@@ -136,6 +136,39 @@ def test_match_restricts_the_fault(yt_emulator):
     assert yt_emulator.faults.pending() == []
 
 
+def test_skip_and_a_list_of_commands_fail_the_nth_of_them(yt_emulator):
+    yt = yt_emulator.client()
+    rule = yt_emulator.faults.fail_next(["create", "set"], skip=2)
+    yt.create("map_node", "//tmp/a")
+    yt.get("//tmp/a/@id")  # another command: not counted
+    yt.set("//tmp/a/@x", 1)
+    with pytest.raises(YtResponseError):
+        yt.create("map_node", "//tmp/b")  # the third of them
+    assert (rule.fired, yt.exists("//tmp/b"), yt_emulator.faults.pending()) == (1, False, [])
+
+
+def test_the_kit_store_arms_store_faults_by_request_class(yt_emulator):
+    """The kit's store faults (kind, the after-th request, request classes) on YT commands."""
+    from types import SimpleNamespace
+
+    from eosink_yt_emulator.kit import KitStore
+
+    yt = yt_emulator.client()
+    store = KitStore(yt_emulator.faults)
+    store.arm(SimpleNamespace(kind="lost_reply", after=2, ops=("put",)))
+    yt.create("map_node", "//tmp/a")
+    yt.exists("//tmp/a")  # a "head": not counted
+    yt.create("map_node", "//tmp/b")  # applied, reply lost, resent: the keeper answers
+    assert (store.fired, yt.exists("//tmp/b")) == (1, True)
+    store.arm(SimpleNamespace(kind="error", after=1, ops=("list",)))
+    with pytest.raises(YtResponseError):
+        yt.list("//tmp")
+    store.arm(SimpleNamespace(kind="short_write", after=5, ops=("delete",)))
+    store.disarm()
+    yt.remove("//tmp/a")
+    assert (store.fired, yt_emulator.faults.pending()) == (2, [])
+
+
 def test_write_table_503_is_retried_by_the_client(yt_emulator):
     yt = yt_emulator.client()
     yt_emulator.faults.respond_503("write_table", times=2)

@@ -327,6 +327,7 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
         """Check, then upsert one chunk in a tablet transaction; returns its source spans."""
         o, plan = self.options, state.plan
         check_no_null_keys(chunk, plan, o.path)
+        rows = yt_rows(chunk)  # refuses values YT cannot hold, before the chunk is registered
         spans = chunk_spans(chunk, plan)
         self._check_other_writers(client, ctx, state, chunk, spans)
         if o.check_duplicates:
@@ -337,7 +338,6 @@ class YtDynamicSink(YtDynamicCommands, eosink.Sink):
             hit = registrations.register(client, partition_id, n, runs)
             if hit is not None:
                 raise overlap_error(plan, o.path, *hit)
-        rows = yt_rows(chunk)
 
         def upsert() -> None:
             with client.Transaction(type="tablet", ping=False):

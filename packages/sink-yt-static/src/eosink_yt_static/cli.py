@@ -10,10 +10,9 @@ vanishes when it is aborted (or expires), which is what cleanup does to the old 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from eosink import Proof, hookimpl
+from eosink import Proof, clock, hookimpl
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 
 
@@ -144,7 +143,7 @@ class YtStaticCommands:
         from eosink_yt_static import tx as txs
 
         client = self.client()
-        now = time.time()
+        now = clock.now()  # the clock started_at was taken by (state_store.py)
         removable, kept = [], []
         for t in self._main_txs(client, list(self._proofs(self._target(client)))):
             if not t["alive"]:

@@ -9,12 +9,11 @@ share a ``state_path`` and a writer id never see each other's MainTx.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import structlog
 
-from eosink import BatchContext
+from eosink import BatchContext, clock
 from eosink_yt_common import retry_unit
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions
@@ -56,7 +55,8 @@ class StateStore:
             "main_tx": main_tx,
             "batch_id": ctx.batch_id,
             "path": self.options.path,
-            "started_at": time.time(),
+            # what cleanup ages the MainTx by (eosink.clock: the kit's histories move it)
+            "started_at": clock.now(),
         }
 
         def save() -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import structlog
 
+from eosink.process import process_state
+
 log = structlog.get_logger("eosink.yt_static")
 
 NULL_TX = "0-0-0-0"
@@ -134,30 +136,40 @@ class BatchKeeper:
     keeps the batch instead.
     """
 
-    _live: dict[str, BatchKeeper] = {}
     _guard = threading.Lock()
 
-    def __init__(self, connection: Any, main_tx: str, period_s: float) -> None:
+    def __init__(
+        self, connection: Any, main_tx: str, period_s: float, live: dict[str, BatchKeeper]
+    ) -> None:
         self.connection = connection
         self.main_tx = main_tx
         self.period_s = max(0.05, period_s)
+        self._live = live  # the keepers of the process that started this one
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="eosink-yt-batch", daemon=True)
+
+    @staticmethod
+    def _running() -> dict[str, BatchKeeper]:
+        """This process's keepers by MainTx: process state (:func:`eosink.process.process_state`),
+        so that each simulated process of the kit's histories keeps its own batches."""
+        return process_state("eosink_yt_static.batch_keepers")
 
     @classmethod
     def keep(cls, connection: Any, main_tx: str, period_s: float) -> None:
         """Keep ``main_tx`` and its nested transactions alive until :meth:`release`."""
+        live = cls._running()
         with cls._guard:
-            running = cls._live.get(main_tx)
+            running = live.get(main_tx)
             if running is not None and running._thread.is_alive():
                 return
-            keeper = cls._live[main_tx] = cls(connection, main_tx, period_s)
+            keeper = live[main_tx] = cls(connection, main_tx, period_s, live)
             keeper._thread.start()
 
     @classmethod
     def release(cls, main_tx: str) -> None:
+        live = cls._running()
         with cls._guard:
-            keeper = cls._live.pop(main_tx, None)
+            keeper = live.pop(main_tx, None)
         if keeper is not None:
             keeper._stop.set()
             if keeper._thread is not threading.current_thread():

@@ -70,16 +70,56 @@ def key_columns(schema: Iterable[dict[str, Any]]) -> list[str]:
     return [c["name"] for c in schema if c.get("sort_order")]
 
 
-def _plain_column(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+#: What YT's ``date`` (days) and ``timestamp`` (microseconds) hold: 1970-01-01 to
+#: 2105-12-31. Spark's dates and timestamps reach from year 1 to 9999.
+YT_DAYS = (0, 49_673 - 1)
+YT_MICROSECONDS = (0, 49_673 * 86_400 * 10**6 - 1)
+
+
+def _plain_column(name: str, column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     if pa.types.is_timestamp(column.type):
-        return pc.cast(pc.cast(column, pa.timestamp("us")), pa.int64())
+        plain = pc.cast(pc.cast(column, pa.timestamp("us")), pa.int64())
+        _check_range(name, column, plain, YT_MICROSECONDS, "timestamp")
+        return plain
     if pa.types.is_date32(column.type):
-        return pc.cast(column, pa.int32())
+        plain = pc.cast(column, pa.int32())
+        _check_range(name, column, plain, YT_DAYS, "date")
+        return plain
     return column
 
 
+def _check_range(
+    name: str,
+    column: pa.ChunkedArray | pa.Array,
+    plain: pa.ChunkedArray | pa.Array,
+    bounds: tuple[int, int],
+    yt: str,
+) -> None:
+    """Refuse values YT's ``date``/``timestamp`` cannot hold before any is sent: YT would fail
+    the request with a bare schema error, after other chunks of the batch were written."""
+    lowest, highest = pc.min_max(plain).values()
+    outside = (lowest.is_valid and lowest.as_py() < bounds[0]) or (
+        highest.is_valid and highest.as_py() > bounds[1]
+    )
+    if not outside:
+        return
+    bad = pc.or_(pc.less(plain, bounds[0]), pc.greater(plain, bounds[1]))
+    example = column.filter(bad)[0]
+    raise ConfigurationError(
+        f"column {name!r}: {example} is outside what YT's {yt} type holds (1970-01-01 to "
+        f"2105-12-31), so YT would refuse the rows. Fix: filter such rows out in the query, or "
+        f"cast the column (e.g. to string, or to long holding days or microseconds since 1970); "
+        "nothing of these rows was written"
+    )
+
+
 def yt_rows(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
-    """Rows of a batch as YT client rows (timestamps in microseconds, dates in days)."""
-    columns = {name: _plain_column(batch.column(name)).to_pylist() for name in batch.schema.names}
+    """Rows of a batch as YT client rows (timestamps in microseconds, dates in days).
+
+    Dates and timestamps YT cannot hold are a :class:`~eosink.ConfigurationError` naming the
+    column and the fix."""
+    columns = {
+        name: _plain_column(name, batch.column(name)).to_pylist() for name in batch.schema.names
+    }
     names = list(columns)
     return [dict(zip(names, values)) for values in zip(*(columns[n] for n in names))]

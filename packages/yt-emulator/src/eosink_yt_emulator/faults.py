@@ -50,6 +50,7 @@ class FaultRule:
         match=None,
         seconds=0.0,
         callback=None,
+        skip=0,
     ):
         if when not in ("before", "after"):
             raise ValueError("when must be 'before' or 'after'")
@@ -68,10 +69,12 @@ class FaultRule:
         self.match = match
         self.seconds = float(seconds)
         self.callback = callback
+        self.skip = int(skip)  # matching calls let through before the rule fires
         self.fired = 0
 
     def matches(self, command, params):
-        if self.command not in (command, "*"):
+        names = (self.command,) if isinstance(self.command, str) else tuple(self.command)
+        if command not in names and "*" not in names:
             return False
         if self.match is None:
             return True
@@ -87,7 +90,7 @@ class FaultRule:
 
     def describe(self):
         return {
-            "command": self.command,
+            "command": self.command if isinstance(self.command, str) else list(self.command),
             "when": self.when,
             "kind": self.kind,
             "times": self.times,
@@ -95,6 +98,7 @@ class FaultRule:
             "message": self.message,
             "seconds": self.seconds,
             "fired": self.fired,
+            "skip": self.skip,
             "match": None if callable(self.match) else self.match,
             "callback": None if self.callback is None else repr(self.callback),
         }
@@ -111,16 +115,25 @@ class Faults:
     # -- public API ----------------------------------------------------------
 
     def fail_next(
-        self, command, when="before", kind="error", times=1, code=1, message=None, match=None
+        self,
+        command,
+        when="before",
+        kind="error",
+        times=1,
+        code=1,
+        message=None,
+        match=None,
+        skip=0,
     ):
-        """Fail the next ``times`` calls of ``command`` (``"*"`` = any command).
+        """Fail the next ``times`` calls of ``command`` (``"*"`` = any command; a list or tuple
+        of names: any of them), after letting ``skip`` matching calls through.
 
         ``kind``: ``"error"`` (YT error ``code``/``message``), ``"503"`` or ``"lost_reply"``.
         ``when``: ``"before"`` applying the command or ``"after"`` applying it.
         ``match``: a dict of parameter values (e.g. ``{"transaction_id": tx}``) or a callable
         ``params -> bool`` restricting which calls are affected.
         """
-        rule = FaultRule(command, when, kind, times, code, message, match)
+        rule = FaultRule(command, when, kind, times, code, message, match, skip=skip)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -186,6 +199,9 @@ class Faults:
                 if rule.when != when or (rule.times is not None and rule.times <= 0):
                     continue
                 if not rule.matches(command, params):
+                    continue
+                if rule.skip > 0:
+                    rule.skip -= 1
                     continue
                 if rule.times is not None:
                     rule.times -= 1

@@ -226,7 +226,15 @@ class RemoteFaults:
             raise RuntimeError(e.read().decode("utf-8"))
 
     def fail_next(
-        self, command, when="before", kind="error", times=1, code=1, message=None, match=None
+        self,
+        command,
+        when="before",
+        kind="error",
+        times=1,
+        code=1,
+        message=None,
+        match=None,
+        skip=0,
     ):
         return self._post(
             "fail_next",
@@ -237,6 +245,7 @@ class RemoteFaults:
             code=code,
             message=message,
             match=match,
+            skip=skip,
         )
 
     def respond_503(self, command, times=1, when="before", match=None):

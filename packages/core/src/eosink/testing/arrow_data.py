@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -103,16 +103,22 @@ def type_name(field: pa.Field) -> str:
 
 @st.composite
 def record_batches(
-    draw: st.DrawFn, schema: pa.Schema, ids: Sequence[int], nulls: bool = True
+    draw: st.DrawFn,
+    schema: pa.Schema,
+    ids: Sequence[int],
+    nulls: bool = True,
+    values: Mapping[str, st.SearchStrategy[Any]] | None = None,
 ) -> pa.RecordBatch:
-    """One record batch of ``schema`` whose ``id`` column is ``ids``."""
+    """One record batch of ``schema`` whose ``id`` column is ``ids``; ``values`` replaces the
+    values of some types (type name -> strategy) where a store holds less than Arrow."""
     columns = [pa.array(list(ids), pa.int64())]
     for field in list(schema)[1:]:
-        values = COLUMN_TYPES[type_name(field)][1]
+        name = type_name(field)
+        values_of = (values or {}).get(name, COLUMN_TYPES[name][1])
         if nulls and field.nullable:
-            values = st.one_of(st.none(), values)
+            values_of = st.one_of(st.none(), values_of)
         # A few distinct values per column, so that partition folders hold several rows.
-        pool = draw(st.lists(values, min_size=1, max_size=3))
+        pool = draw(st.lists(values_of, min_size=1, max_size=3))
         cells = [draw(st.sampled_from(pool)) for _ in ids]
         columns.append(pa.array(cells, field.type))
     return pa.record_batch(columns, schema=schema)

@@ -1,0 +1,76 @@
+"""The emulator as the faulty store of the conformance kit's generated histories.
+
+The kit (``eosink.testing.simulation``) arms *store faults* below the sink: a kind, the request
+they hit (the ``after``-th from now) and the class of requests that count, in an object
+store's words (``put``, ``get``, ``head``, ``list``, ``delete``, ``copy``). A YT sink's
+``SimTarget.store`` is a :class:`KitStore`, which turns each into the emulator's own fault on
+the YT commands of that class, so the sink meets it through the real client:
+
+* ``error``: the proxy answers a YT error; the command is not applied;
+* ``lost_reply``: the command is applied, then the connection closes unanswered (the client
+  resends a mutation with its mutation id, answered by the response keeper; inside a tablet
+  transaction nothing is resent);
+* ``short_write``: the connection closes unanswered; nothing is applied.
+
+Any object with ``kind``, ``after`` and ``ops`` attributes is a fault here (the kit's
+``StoreFault``): the emulator needs nothing of eosink.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .faults import FaultRule, Faults
+from .state import descriptor_list
+
+#: The YT commands of each class of object store requests; ``put`` is every other mutation.
+_CLASSES = {
+    "list": ("list",),
+    "delete": ("remove", "abort_transaction", "delete_rows", "unmount_table", "trim_rows"),
+    "copy": ("copy", "move", "concatenate", "start_operation"),
+    "get": ("get", "read_table", "select_rows", "lookup_rows", "get_operation", "list_jobs"),
+    "head": ("exists",),
+}
+_TAKEN = {name for names in _CLASSES.values() for name in names}
+COMMANDS: dict[str, tuple[str, ...]] = {
+    **_CLASSES,
+    "put": tuple(
+        d["name"] for d in descriptor_list() if d["is_volatile"] and d["name"] not in _TAKEN
+    ),
+}
+#: kind -> (the emulator's fault kind, when it fires)
+KINDS = {
+    "error": ("error", "before"),
+    "lost_reply": ("lost_reply", "after"),
+    "short_write": ("lost_reply", "before"),
+}
+
+
+class KitStore:
+    """Arms the kit's store faults on an emulator's :class:`~eosink_yt_emulator.faults.Faults`."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        self.rules: list[FaultRule] = []
+
+    def arm(self, *faults: Any) -> None:
+        for fault in faults:
+            kind, when = KINDS[fault.kind]
+            commands = sorted({c for op in fault.ops for c in COMMANDS.get(op, ())})
+            rule = self.faults.fail_next(
+                commands,
+                when=when,
+                kind=kind,
+                skip=int(fault.after) - 1,
+                message=f"injected store fault ({fault.kind}) for the kit's history",
+            )
+            self.rules.append(rule)
+
+    def disarm(self) -> None:
+        """Remove the armed faults that have not fired (fired ones stay counted)."""
+        self.faults.clear()
+
+    @property
+    def fired(self) -> int:
+        """How many armed faults fired so far."""
+        return sum(rule.fired for rule in self.rules)
