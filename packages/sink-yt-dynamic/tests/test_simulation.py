@@ -177,7 +177,7 @@ def test_history_damage_after_a_batch_that_committed_then_crashed(yt_emulator: A
     history.start(Script((schema, ()), 1, {}))
     writer = history.writers[0]
     rows = pa.record_batch([[0, 1], [None, -53]], schema=schema)
-    history.run(Script(writer, FaultPlugin("after_commit"), [2], rows, False))
+    history.run(Script(writer, FaultPlugin("after_commit"), [2], rows, False), batches=1)
     assert history.status == {(0, 0): "maybe"}
     history.damage(Script(writer))  # skipped: no error, nothing written
     history.teardown()

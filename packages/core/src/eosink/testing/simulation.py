@@ -651,7 +651,10 @@ class History(RuleBasedStateMachine):
 
     def _fired(self) -> int:
         store = self.target.store
-        return len(store.fired) if store is not None else 0
+        if store is None:
+            return 0
+        fired = store.fired
+        return fired if isinstance(fired, int) else len(fired)  # a count, or the faults fired
 
     def _disarm(self) -> None:
         store = self.target.store
