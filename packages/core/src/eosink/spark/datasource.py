@@ -309,8 +309,9 @@ DATA_SOURCES = _define_data_sources()
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
-    check_executors(spark, [sink_class(name) for name in DATA_SOURCES])
-    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in installed_sources().values())]
+    sources = installed_sources()
+    check_executors(spark, [sink_class(name) for name in DATA_SOURCES], sources)
+    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in sources.values())]
     for cls in classes:
         spark.dataSource.register(cls)
     return [cls.name() for cls in classes]
