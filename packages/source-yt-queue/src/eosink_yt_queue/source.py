@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-import structlog
+from eosink.logs import get_logger
 from eosink_yt_common.spark_types import arrow_batch, spark_columns
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -31,7 +31,7 @@ from eosink_yt_queue import offsets as off
 from eosink_yt_queue.options import QueueOptions
 from eosink_yt_queue.queue import describe, pull, tablet_counts
 
-log = structlog.get_logger("eosink.yt_queue")
+log = get_logger("eosink.yt_queue")
 
 #: SPYT's service columns: the row's ``$tablet_index`` and ``$row_index`` in the queue.
 SPYT_TABLET_INDEX = "__spyt_streaming_src_tablet_index"
