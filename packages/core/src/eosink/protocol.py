@@ -268,6 +268,7 @@ def run_batch(
     if prepared.skipped is not None:
         return prepared.skipped
     state, results = prepared.state, []
+    executor_plugins = tuple(executor_plugins)
     try:
         task = WriteTask(
             sink,
@@ -278,7 +279,9 @@ def run_batch(
         )
         staged = None
         if df is not None and fingerprint == "off":
-            with observing(ctx, state, task.plugins) as observed:
+            # only the caller's executor plugins wrap Spark's staging tasks: the phase logger
+            # alone must not put a Python pass-through in front of Spark's own writer
+            with observing(ctx, state, executor_plugins) as observed:
                 staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
         if staged is not None:
             rows = observed.rows_of(staged)  # the core's count, not the sink's
