@@ -41,6 +41,18 @@ CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
 # one pytest process of their own (~2 min, most of it pip), tagged "install".
 INSTALL_TEST_GLOBS = ("**/test_install_*.py",)
 
+# pip's settings a clean-venv install test takes from the environment (names only: the values
+# are the machine's).
+PIP_ENV_VARS = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_CERT",
+    "PIP_DEFAULT_TIMEOUT",
+    "SSL_CERT_FILE",
+    "HOME",
+)
+
 # The tools of eosink's test kit (eosink.testing: the loopback S3 server runs moto, the
 # generated histories hypothesis, the conformance classes pytest). A library may import them
 # in its kit modules, but no wheel may require them: a user gets them through the kit's
@@ -179,6 +191,10 @@ def eosink_tests(
             batch_compatibility_tag=f"install-{package}",
             # the pins a clean venv installs at (pip install -c constraints.txt)
             dependencies=[*extra, "3rdparty/python:constraints"],
+            # pip there reaches the package index as this machine's pip does: Pants hides pip's
+            # configuration files from its processes ([subprocess-environment]), so the index,
+            # its certificates and local wheel folders come through pip's variables.
+            extra_env_vars=list(PIP_ENV_VARS),
             runtime_package_dependencies=list(install_packages),
             # pip resolves and downloads the third-party packages of a clean venv (pyspark is
             # one large download on a cold cache).

@@ -70,7 +70,8 @@ def events(lines: list[str]) -> list[dict]:
 def test_executor_events_honour_the_driver_level_and_stdout_stays_the_jobs(tmp_path: Path):
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("EOSINK_LOG")},
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        # absolute: the job runs in another folder (test runners put relative entries here)
+        "PYTHONPATH": os.pathsep.join(os.path.abspath(p) for p in sys.path if p),
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }

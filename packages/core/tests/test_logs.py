@@ -81,7 +81,8 @@ def test_left_unconfigured_nothing_reaches_stdout(tmp_path):
     """A library inside someone's job (a process of its own: no test framework's handlers):
     no event on stdout, warnings on stderr, Python's own last resort for a logging tree
     nobody configured; INFO events dropped."""
-    job = UNCONFIGURED_JOB.format(path=[p for p in sys.path if p])
+    # absolute: the job runs in another folder (test runners put relative entries on the path)
+    job = UNCONFIGURED_JOB.format(path=[os.path.abspath(p) for p in sys.path if p])
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOSINK_LOG")}
     done = subprocess.run(
         [sys.executable, "-c", job], capture_output=True, text=True, env=env, cwd=tmp_path
