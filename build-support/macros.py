@@ -36,6 +36,33 @@ SPARK_TEST_GLOBS = ("**/test_*spark*.py", "**/test_e2e_*.py")
 # cluster): tagged "spark" and "cluster", so `--tag=-spark` skips them with the other Spark
 # tests and `--tag=-cluster` alone.
 CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
+# Tests that build every wheel and install them as a user would (eosink's Requires-Dist against
+# an allow-list; a clean venv with eosink + eosink-files from the package index runs a batch):
+# one pytest process of their own (~2 min, most of it pip), tagged "install".
+INSTALL_TEST_GLOBS = ("**/test_install_*.py",)
+
+# pip's settings a clean-venv install test takes from the environment (names only: the values
+# are the machine's).
+PIP_ENV_VARS = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_CERT",
+    "PIP_DEFAULT_TIMEOUT",
+    "SSL_CERT_FILE",
+    "HOME",
+)
+
+# The tools of eosink's test kit (eosink.testing: the loopback S3 server runs moto, the
+# generated histories hypothesis, the conformance classes pytest). A library may import them
+# in its kit modules, but no wheel may require them: a user gets them through the kit's
+# "testing" extra (`pip install 'eosink[testing]'`), and every tests target gets them here.
+TEST_TOOLS = (
+    "3rdparty/python#pytest",
+    "3rdparty/python#hypothesis",
+    "3rdparty/python#moto",
+    "3rdparty/python#boto3",
+)
 
 
 def eosink_package(
@@ -77,10 +104,11 @@ def eosink_package(
         dependencies=[
             ":data",
             *requirements,
-            # Test helpers shipped in the library (e.g. eosink.testing) import pytest; users
-            # get it through the "testing" extra, not as a runtime requirement. Under
-            # ./pants test, pytest is there anyway.
-            "!3rdparty/python#pytest",
+            # The test kit shipped in a library (eosink.testing) imports the test tools; users
+            # get them through the "testing" extra, never as runtime requirements of the wheel
+            # (tests/test_install_wheels.py checks every wheel). Tests get them from
+            # eosink_tests().
+            *[f"!{tool}" for tool in TEST_TOOLS],
         ],
     )
     resources(
@@ -107,7 +135,9 @@ def eosink_package(
     )
 
 
-def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=()):
+def eosink_tests(
+    *, discovers_sinks=False, dependencies=(), cluster_packages=(), install_packages=()
+):
     """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
 
     discovers_sinks: tests find sinks (and sources) through the eosink.sinks (eosink.sources)
@@ -118,6 +148,9 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
     cluster_packages: packages (e.g. wheels: python_distribution targets) built before the
                      cluster tests run and placed in their sandbox; only a package that
                      names them has cluster tests (one pytest process, one cluster for all)
+    install_packages: every distribution of the repo (python_distribution targets), built
+                     before the install tests (INSTALL_TEST_GLOBS) run; only a package that
+                     names them has install tests
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
     package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
     """
@@ -126,7 +159,8 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
     namespaces = [SINKS_GROUP, SOURCES_GROUP] if discovers_sinks else None
     # The package's README, CHANGELOG and docs/ (files target in <package>/BUILD).
     docs = [f"{package_dir}:docs"] if str(package_dir) != "." else []
-    extra = [*docs, *dependencies]
+    # The kit's test tools are excluded from the libraries (TEST_TOOLS): tests get them here.
+    extra = [*docs, *TEST_TOOLS, *dependencies]
     python_test_utils(
         name="utils",
         sources=["**/*.py", "!**/test_*.py", "!**/*_test.py"],
@@ -136,7 +170,7 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
         sources=[
             "**/test_*.py",
             "**/*_test.py",
-            *[f"!{glob}" for glob in SPARK_TEST_GLOBS + CLUSTER_TEST_GLOBS],
+            *[f"!{glob}" for glob in SPARK_TEST_GLOBS + CLUSTER_TEST_GLOBS + INSTALL_TEST_GLOBS],
         ],
         stevedore_namespaces=namespaces,
         dependencies=extra,
@@ -149,6 +183,23 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
         stevedore_namespaces=namespaces,
         dependencies=extra,
     )
+    if install_packages:
+        python_tests(
+            name="install",
+            sources=list(INSTALL_TEST_GLOBS),
+            tags=["install"],
+            batch_compatibility_tag=f"install-{package}",
+            # the pins a clean venv installs at (pip install -c constraints.txt)
+            dependencies=[*extra, "3rdparty/python:constraints"],
+            # pip there reaches the package index as this machine's pip does: Pants hides pip's
+            # configuration files from its processes ([subprocess-environment]), so the index,
+            # its certificates and local wheel folders come through pip's variables.
+            extra_env_vars=list(PIP_ENV_VARS),
+            runtime_package_dependencies=list(install_packages),
+            # pip resolves and downloads the third-party packages of a clean venv (pyspark is
+            # one large download on a cold cache).
+            timeout=900,
+        )
     if not cluster_packages:
         return
     python_tests(

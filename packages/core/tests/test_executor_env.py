@@ -52,3 +52,40 @@ def test_another_version_on_the_executors(monkeypatch):
             [report(**{EOSINK.module: {"version": "0.2.0"}, DELTA.module: {"version": "0.1.0"}})],
             [EOSINK, DELTA],
         )
+
+
+class _Spark:
+    """Just what register() touches: an application id and the data source registry."""
+
+    def __init__(self, app: str):
+        self.sparkContext = type("SparkContext", (), {"applicationId": app, "defaultParallelism": 2})
+        self.registered: list[type] = []
+        self.dataSource = type("Registry", (), {"register": staticmethod(self.registered.append)})
+
+
+def test_register_probes_the_executors_for_the_sources_packages(monkeypatch):
+    """A source's reader runs on the executors too: a missing eosink-yt-queue there is named
+    before the stream starts, not a bare ModuleNotFoundError at its first batch."""
+    from importlib.metadata import EntryPoint
+
+    import eosink.spark.datasource as datasource
+    import eosink.spark.executor_env as executor_env
+
+    queue = EntryPoint("yt-queue", "eosink_yt_queue.source:YtQueueDataSource", "eosink.sources")
+    monkeypatch.setattr(datasource, "installed_sources", lambda: {"yt-queue": queue})
+    probed: list[Requirement] = []
+
+    def run_probe(spark, reqs, parallelism):
+        probed.extend(reqs)
+        missing = {"error": "ModuleNotFoundError: No module named 'eosink_yt_queue'"}
+        return [report(**{r.module: missing if "yt_queue" in r.module else {} for r in reqs})]
+
+    monkeypatch.setattr(executor_env, "_run_probe", run_probe)
+    spark = _Spark("app-sources-probe")
+    with pytest.raises(ExecutorEnvironmentError) as error:
+        datasource.register(spark)
+    assert "eosink_yt_queue.source" in [r.module for r in probed]
+    text = str(error.value)
+    assert "lacks eosink-yt-queue" in text and "source 'yt-queue'" in text, text
+    assert "pip install eosink-yt-queue" in text
+    assert spark.registered == []  # nothing registered, nothing read

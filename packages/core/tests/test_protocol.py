@@ -187,3 +187,29 @@ def test_proof_rows_come_from_the_core_not_the_sink(sink_class, error):
     with pytest.raises(SinkError, match=error):
         run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}, {"id": 2}])
     assert STORES[sink.options.name]["proofs"] == {}
+
+
+class PluginsSeenSink(DataFrameStagingSink):
+    """Records the executor plugins a staging write would wrap its tasks with."""
+
+    seen: list = []
+
+    @hookimpl
+    def write_dataframe(self, state, df):
+        from eosink.staging import current
+
+        PluginsSeenSink.seen.append(current().plugins)
+        return super().write_dataframe(state, df)
+
+
+def test_phase_logging_alone_leaves_spark_s_staging_write_unwrapped():
+    """The phase logger rides with every write task (it carries the log settings), but a
+    Spark-staged batch gets a Python pass-through around its tasks only for the caller's own
+    executor plugins: logging alone must not route every row through Python."""
+    sink = PluginsSeenSink(name=next(names))
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 1}])
+    plugin = object()
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=1)
+    run_batch(sink, ctx, SCHEMA, NoWrites([]), df=[{"id": 2}], executor_plugins=[plugin])
+    assert PluginsSeenSink.seen == [(), (plugin,)]

@@ -11,7 +11,6 @@ import threading
 
 import pyarrow as pa
 import pytest
-import structlog
 from deltalake import DeltaTable
 from deltalake.transaction import CommitProperties, Transaction
 from delta_helpers import run
@@ -19,6 +18,7 @@ from eosink_delta.sink import DeltaSink, read_table
 from eosink_delta.store import TableStore
 
 import eosink
+import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
 from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
@@ -224,7 +224,7 @@ def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, cap
         )
         assert proof is not None and secret not in repr(proof)
     finally:
-        structlog.reset_defaults()
+        eosink.logs.reset_logging()
     captured = capsys.readouterr()
     logs = captured.out + captured.err + caplog.text
     assert "delta" in logs and secret not in logs

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-import structlog
 from eosink_files import committed_files, read_log, read_table
 from eosink_files.log import LOG_DIR
 from eosink_files.sink import FilesSink
@@ -14,6 +13,7 @@ from eosink_files.store import FsspecStore
 from files_helpers import commit_elsewhere, run
 
 import eosink
+import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
 from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
@@ -169,7 +169,7 @@ def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, 
             run(bad, 1)
         assert secret not in str(info.value) and secret not in repr(info.value)
     finally:
-        structlog.reset_defaults()
+        eosink.logs.reset_logging()
     captured = capsys.readouterr()
     logs = captured.out + captured.err + caplog.text
     assert "files" in logs  # the batch was logged

@@ -6,12 +6,15 @@ import pytest
 from eosink import ConfigurationError
 from eosink_yt_queue import QueueOptions
 from eosink_yt_queue.offsets import (
+    QueueChangedError,
     TabletCounts,
     TabletRange,
     TrimmedRowsError,
     cap,
     check_not_trimmed,
+    check_same_queues,
     from_json,
+    ids_from_json,
     limit_rows,
     split,
     starting,
@@ -20,6 +23,36 @@ from eosink_yt_queue.offsets import (
 
 Q, R = "//q/a", "//q/b"
 COUNTS = {(Q, 0): TabletCounts(total=10, trimmed=2), (Q, 1): TabletCounts(total=5, trimmed=0)}
+
+
+def test_offsets_carry_the_queues_ids_and_older_ones_read_without():
+    offsets = {(Q, 0): 3}
+    written = to_json(offsets, {Q: "1-2-3-4"})
+    assert written == {"v": 1, "queues": {Q: {"0": 3}}, "ids": {Q: "1-2-3-4"}}
+    assert from_json(written) == offsets and ids_from_json(written) == {Q: "1-2-3-4"}
+    assert ids_from_json({"v": 1, "queues": {Q: {"0": 3}}}) == {}
+
+
+def test_same_queues_pass_and_a_gained_tablet_is_fine():
+    start = {(Q, 0): 10, (Q, 1): 5}
+    gained = {**COUNTS, (Q, 2): TabletCounts(total=4, trimmed=0)}
+    check_same_queues(start, {Q: "a"}, gained, {Q: "a"})
+    check_same_queues(start, {}, gained, {Q: "a"})  # an offset written without ids
+    assert limit_rows(start, {t: c.total for t, c in gained.items()}, None)[(Q, 2)] == 4
+
+
+@pytest.mark.parametrize(
+    ("start", "counts", "ids", "message"),
+    [
+        ({(Q, 0): 3}, COUNTS, {Q: "b"}, "id changed from a to b"),
+        ({(Q, 1): 6}, COUNTS, {Q: "a"}, "tablet 1 holds 5 rows, .* read up to row 6"),
+        ({(Q, 2): 1}, COUNTS, {Q: "a"}, "tablet 2, read up to row 1, is gone .the queue has 2 "),
+    ],
+)
+def test_a_changed_queue_is_refused_with_the_fix(start, counts, ids, message):
+    with pytest.raises(QueueChangedError, match=message) as error:
+        check_same_queues(start, {Q: "a"}, counts, ids)
+    assert "new checkpoint" in str(error.value) and isinstance(error.value, ConfigurationError)
 
 
 def test_offset_json_is_versioned_and_keyed_by_queue():

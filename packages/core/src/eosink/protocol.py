@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import attrs
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 from eosink.errors import (
     AlreadyCommitted,
     CheckpointMismatchError,
@@ -27,7 +27,7 @@ from eosink.model import BatchContext, BatchOutcome, Fingerprint, PartitionResul
 from eosink.registry import plugin_manager
 from eosink.staging import observing
 
-log = structlog.get_logger("eosink")
+log = get_logger("eosink")
 
 FingerprintMode = Literal["off", "warn", "error"]
 
@@ -93,6 +93,15 @@ class Prepared:
 
 def driver_plugins(plugins: Iterable[Any]) -> tuple[Any, ...]:
     """The cross-cutting plugins of a run: the caller's, plus phase logging."""
+    plugins = tuple(plugins)
+    if not any(isinstance(p, PhaseLogger) for p in plugins):
+        plugins += (PhaseLogger(),)
+    return plugins
+
+
+def executor_plugins_of(plugins: Iterable[Any]) -> tuple[Any, ...]:
+    """The plugins of every write task: the caller's, plus phase logging. Pickled with the task,
+    the :class:`PhaseLogger` also carries this process's logging settings to the executors."""
     plugins = tuple(plugins)
     if not any(isinstance(p, PhaseLogger) for p in plugins):
         plugins += (PhaseLogger(),)
@@ -259,17 +268,20 @@ def run_batch(
     if prepared.skipped is not None:
         return prepared.skipped
     state, results = prepared.state, []
+    executor_plugins = tuple(executor_plugins)
     try:
         task = WriteTask(
             sink,
             ctx,
             state,
-            plugins=tuple(executor_plugins),
+            plugins=executor_plugins_of(executor_plugins),
             fingerprint=fingerprint != "off",
         )
         staged = None
         if df is not None and fingerprint == "off":
-            with observing(ctx, state, task.plugins) as observed:
+            # only the caller's executor plugins wrap Spark's staging tasks: the phase logger
+            # alone must not put a Python pass-through in front of Spark's own writer
+            with observing(ctx, state, executor_plugins) as observed:
                 staged = pm.hook.write_dataframe(ctx=ctx, state=state, df=df)
         if staged is not None:
             rows = observed.rows_of(staged)  # the core's count, not the sink's

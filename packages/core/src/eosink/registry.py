@@ -28,6 +28,9 @@ KNOWN_SINKS = {
     "yt-dynamic": "eosink-yt-dynamic",
     "yt-static": "eosink-yt-static",
 }
+#: Sources maintained with eosink, and the distribution that provides each (named in errors
+#: when an entry point does not say, e.g. sources seen through a build tool's path).
+KNOWN_SOURCES = {"yt-queue": "eosink-yt-queue"}
 
 
 def installed_sinks() -> dict[str, EntryPoint]:

@@ -23,13 +23,12 @@ import math
 import sys
 from typing import Any
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink.reports import CleanupReport, Leftover
 from eosink_delta.spark_files import remove_stale_staging
 from eosink_delta.store import delta_options, is_local
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 DEFAULT_OLDER_THAN_S = 24 * 3600.0
 

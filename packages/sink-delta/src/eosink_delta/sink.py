@@ -31,8 +31,8 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 import eosink
 from eosink import (
     AlreadyCommitted,
@@ -69,7 +69,7 @@ from eosink_delta.table import (
     unsupported_partition_type,
 )
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 
 @attrs.frozen

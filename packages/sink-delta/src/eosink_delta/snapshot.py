@@ -28,12 +28,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import attrs
-import structlog
 
+from eosink.logs import get_logger
 from eosink.process import process_state
 from eosink_delta.store import delta_options, existence
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 
 def open_table(uri: str, storage_options: dict[str, Any] | None = None) -> Any | None:

@@ -18,8 +18,8 @@ import json
 from typing import Any
 
 import attrs
-import structlog
 
+from eosink.logs import get_logger
 import eosink
 from eosink import BatchContext, BatchOutcome, ConfigurationError, MissingWriterIdError, Proof
 from eosink.protocol import check_identity
@@ -34,7 +34,7 @@ from eosink_delta.table import (
     committed_proof,
 )
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 DELTA_CLASS = "org.apache.spark.sql.delta.DeltaLog"
 NO_JARS = (

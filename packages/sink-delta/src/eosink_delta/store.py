@@ -28,12 +28,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
-import structlog
 
+from eosink.logs import get_logger
 from eosink import ConfigurationError
 from eosink.options import MASK, secret_values
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 PROBE_DIR = "_eosink_probe"
 UNSAFE_RENAME = "AWS_S3_ALLOW_UNSAFE_RENAME"

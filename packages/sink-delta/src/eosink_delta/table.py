@@ -24,13 +24,13 @@ from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 from eosink import BatchContext, ConfigurationError, EosinkError, Proof
 from eosink.partitions import java_number_text
 from eosink_delta.store import PROBE_DIR, delta_options, filesystem
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 #: commitInfo keys eosink writes next to the txn.
 PROOF_KEY = "eosink.proof"

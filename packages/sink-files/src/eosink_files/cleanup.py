@@ -27,15 +27,14 @@ import functools
 import sys
 from typing import Any
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink import clock
 from eosink.reports import CleanupReport, Leftover
 from eosink_files.log import LOG_DIR
 from eosink_files.reader import _store, read_log
 from eosink_files.spark_engine import STAGING_DIR
 
-log = structlog.get_logger("eosink.files")
+log = get_logger("eosink.files")
 
 DEFAULT_OLDER_THAN_S = 24 * 3600.0
 

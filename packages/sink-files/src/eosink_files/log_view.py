@@ -30,8 +30,7 @@ import threading
 from collections.abc import Iterator
 from itertools import islice
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink import ConfigurationError, clock
 from eosink.process import process_state
 from eosink_files.log import (
@@ -49,7 +48,7 @@ from eosink_files.log import (
 )
 from eosink_files.store import Store, safe_url
 
-log = structlog.get_logger("eosink.files")
+log = get_logger("eosink.files")
 
 HEADER_CHUNK = 64 * 1024
 TAIL_CHUNK = 4096  # holds a closing line

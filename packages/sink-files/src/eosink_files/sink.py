@@ -25,8 +25,8 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 import eosink
 from eosink import (
     AlreadyCommitted,
@@ -58,7 +58,7 @@ from eosink_files.spark_process import in_spark_application
 from eosink_files.store import Store, open_store
 from eosink_files.writers import PartitionWriter, WrittenFile, unsupported_partition_type
 
-log = structlog.get_logger("eosink.files")
+log = get_logger("eosink.files")
 
 #: The object that makes ``_spark_metadata`` exist on object stores before the first commit;
 #: Spark's log reads only names that are numbers (and ``.compact``), so it never reads it.

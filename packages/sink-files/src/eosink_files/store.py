@@ -24,8 +24,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink import ConfigurationError, clock
 from eosink.options import MASK, secret_values
 
@@ -57,7 +56,7 @@ _FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
 #: folders whose names start with "_").
 PROBE_DIR = "_eosink_probe"
 
-log = structlog.get_logger("eosink.files")
+log = get_logger("eosink.files")
 
 _memory_lock = threading.Lock()
 

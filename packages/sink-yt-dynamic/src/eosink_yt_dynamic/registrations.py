@@ -26,14 +26,14 @@ from typing import Any
 
 import attrs
 import numpy as np
-import structlog
 
+from eosink.logs import get_logger
 from eosink import BatchContext
 from eosink_yt_common import retry_unit
 from eosink_yt_dynamic.keys import Runs, bucketed, first_common, union_runs
 from eosink_yt_dynamic.tables import ensure_aux_table, ql_string
 
-log = structlog.get_logger("eosink.yt_dynamic")
+log = get_logger("eosink.yt_dynamic")
 
 KEYS_SCHEMA = [
     {"name": "output_id", "type": "string", "sort_order": "ascending"},

@@ -26,8 +26,8 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 import eosink
 from eosink import BatchContext, ConfigurationError, Proof, crash_point, hookimpl
 from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
@@ -62,7 +62,7 @@ from eosink_yt_dynamic.tables import (
     output_columns,
 )
 
-log = structlog.get_logger("eosink.yt_dynamic")
+log = get_logger("eosink.yt_dynamic")
 
 #: YT refuses tablet transactions that touch more rows than this (the documented default).
 YT_MAX_ROWS_PER_TRANSACTION = 100_000

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 from eosink import ConfigurationError
 from eosink_yt_common import yt_schema
 
-log = structlog.get_logger("eosink.yt_dynamic")
+log = get_logger("eosink.yt_dynamic")
 
 
 def _yson_schema(columns: Sequence[dict[str, Any]]) -> Any:

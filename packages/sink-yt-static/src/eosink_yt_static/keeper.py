@@ -33,9 +33,10 @@ import time
 from typing import Any
 
 import attrs
-import structlog
 
-log = structlog.get_logger("eosink.yt_static")
+from eosink.logs import get_logger
+
+log = get_logger("eosink.yt_static")
 
 #: How often the keeper looks at its marker file and at the driver's process.
 TICK_S = 0.2

@@ -33,15 +33,14 @@ import json
 import time
 from typing import Any
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
 from eosink_yt_static import target
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions
 from eosink_yt_static.staging import YtStaticMessage, YtStaticState, create_table
 
-log = structlog.get_logger("eosink.yt_static")
+log = get_logger("eosink.yt_static")
 
 
 class PreparedByOther(Exception):

@@ -27,8 +27,8 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 import eosink
 from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point, hookimpl
 from eosink_yt_common import key_columns, retry_unit
@@ -39,7 +39,7 @@ from eosink_yt_static.options import YtStaticOptions
 from eosink_yt_static.staging import YtStaticMessage, YtStaticState
 from eosink_yt_static.state_store import StateStore
 
-log = structlog.get_logger("eosink.yt_static")
+log = get_logger("eosink.yt_static")
 
 #: Kept importable from here: the attribute holding the proofs.
 PROOFS_ATTR = target.PROOFS_ATTR

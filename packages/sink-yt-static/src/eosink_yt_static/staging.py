@@ -18,15 +18,15 @@ from typing import Any
 
 import attrs
 import pyarrow as pa
-import structlog
 
+from eosink.logs import get_logger
 from eosink import BatchContext
 from eosink_yt_common import retry_unit, yt_rows
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions
 from eosink_yt_static.spill import PartFeed
 
-log = structlog.get_logger("eosink.yt_static")
+log = get_logger("eosink.yt_static")
 
 
 @attrs.frozen

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink import BatchContext, clock
 from eosink_yt_common import retry_unit
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions
 
-log = structlog.get_logger("eosink.yt_static")
+log = get_logger("eosink.yt_static")
 
 
 class StateStore:

@@ -18,11 +18,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink.process import process_state
 
-log = structlog.get_logger("eosink.yt_static")
+log = get_logger("eosink.yt_static")
 
 NULL_TX = "0-0-0-0"
 

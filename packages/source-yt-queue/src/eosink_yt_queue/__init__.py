@@ -8,7 +8,7 @@ that the rows feed eosink's idempotent receiver (``eosink-yt-dynamic``) unchange
 
 from importlib.metadata import PackageNotFoundError, version
 
-from eosink_yt_queue.offsets import TrimmedRowsError
+from eosink_yt_queue.offsets import QueueChangedError, TrimmedRowsError
 from eosink_yt_queue.options import QueueOptions
 from eosink_yt_queue.source import (
     NAME,
@@ -27,6 +27,7 @@ __all__ = [
     "NAME",
     "SPYT_ROW_INDEX",
     "SPYT_TABLET_INDEX",
+    "QueueChangedError",
     "QueueOptions",
     "TrimmedRowsError",
     "YtQueueDataSource",

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import structlog
-
+from eosink.logs import get_logger
 from eosink import ConfigurationError
 
 from eosink_yt_queue.offsets import Tablet
 
-log = structlog.get_logger("eosink.yt_queue")
+log = get_logger("eosink.yt_queue")
 
 COLUMNS = ("queue_cluster", "queue_path", "partition_index", "offset")
 _ATTRIBUTES = ["type", "dynamic", "sorted", "tablet_state", "schema", "treat_as_queue_consumer"]

@@ -2,12 +2,17 @@
 
 The offset Spark writes into the checkpoint's offset log is versioned JSON::
 
-    {"v": 1, "queues": {"//home/app/events": {"0": 120, "1": 97}}}
+    {"v": 1, "queues": {"//home/app/events": {"0": 120, "1": 97}},
+     "ids": {"//home/app/events": "1a2b-3c4d-..."}}
 
 (JSON keys are strings). The version key lets a later release change the shape and still read
-(or clearly refuse) checkpoints written by this one. A micro-batch reads ``[start, end)`` of
-every tablet of every queue; the plan of a batch is pure arithmetic on row counts, tested here
-without Spark or YT.
+(or clearly refuse) checkpoints written by this one. ``ids`` (optional: older checkpoints lack
+it) holds each queue's node id (``@id``): a queue removed and created again under the same path
+numbers its rows from 0 again, so the checkpoint's row indexes would point at other rows, or
+past them; :func:`check_same_queues` refuses that instead of skipping rows.
+
+A micro-batch reads ``[start, end)`` of every tablet of every queue; the plan of a batch is
+pure arithmetic on row counts, tested here without Spark or YT.
 """
 
 from __future__ import annotations
@@ -28,6 +33,18 @@ class TrimmedRowsError(EosinkError):
     """Rows the query has not read yet were trimmed from the queue: they are lost to it."""
 
 
+class QueueChangedError(ConfigurationError):
+    """The queue is not the one the checkpoint's offsets were taken from."""
+
+
+#: What to do about a queue the checkpoint's offsets do not describe any more.
+_CHANGED_FIX = (
+    "The checkpoint's offsets do not point at this queue's rows: restart the query with a new "
+    "checkpoint (startingOffsets=earliest reads the queue from its first row; rows its sink "
+    "already holds are read again), or put the original queue back under this path"
+)
+
+
 @attrs.frozen
 class TabletCounts:
     """What YT says about one tablet: rows ever written and rows trimmed (both row indexes)."""
@@ -42,11 +59,56 @@ Tablet = tuple[str, int]
 Offsets = dict[Tablet, int]
 
 
-def to_json(offsets: Offsets) -> dict[str, Any]:
+def to_json(offsets: Offsets, ids: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The checkpoint's JSON of ``offsets``, with the queues' node ids when known."""
     queues: dict[str, dict[str, int]] = {}
     for (queue, tablet), row in sorted(offsets.items()):
         queues.setdefault(queue, {})[str(tablet)] = int(row)
-    return {"v": VERSION, "queues": queues}
+    out: dict[str, Any] = {"v": VERSION, "queues": queues}
+    if ids:
+        out["ids"] = {q: str(ids[q]) for q in sorted(ids)}
+    return out
+
+
+def ids_from_json(offset: Mapping[str, Any]) -> dict[str, str]:
+    """The queues' node ids recorded with the offsets ({} for checkpoints without them)."""
+    ids = offset.get("ids") if isinstance(offset, Mapping) else None
+    return {str(q): str(i) for q, i in ids.items()} if isinstance(ids, Mapping) else {}
+
+
+def check_same_queues(
+    start: Offsets,
+    start_ids: Mapping[str, str],
+    counts: Mapping[Tablet, TabletCounts],
+    ids: Mapping[str, str],
+) -> None:
+    """Refuse to plan from ``start`` when a queue is not the one it was taken from: another node
+    id, a tablet that is gone, or fewer rows than the offsets already read. Tablets the queue
+    gained (a reshard) are fine: they are read from their first row."""
+    for queue, old in sorted(start_ids.items()):
+        new = ids.get(queue)
+        if new is not None and new != old:
+            raise QueueChangedError(
+                f"queue {queue} is not the queue this query's checkpoint read: its id changed "
+                f"from {old} to {new} (it was removed and created again). {_CHANGED_FIX}"
+            )
+    queues = {q for q, _ in counts}
+    for (queue, tablet), row in sorted(start.items()):
+        if queue not in queues:
+            continue  # a queue no longer read: nothing is planned from its offsets
+        now = counts.get((queue, tablet))
+        if now is None:
+            have = sum(1 for q, _ in counts if q == queue)
+            raise QueueChangedError(
+                f"queue {queue}: tablet {tablet}, read up to row {row}, is gone (the queue has "
+                f"{have} tablets now). {_CHANGED_FIX}"
+            )
+        if now.total < row:
+            raise QueueChangedError(
+                f"queue {queue}: tablet {tablet} holds {now.total} rows, but the checkpoint "
+                f"already read up to row {row}: the queue was created again or its rows were "
+                f"rolled back. {_CHANGED_FIX}"
+            )
 
 
 def from_json(offset: Mapping[str, Any]) -> Offsets:

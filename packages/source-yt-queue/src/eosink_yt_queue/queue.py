@@ -10,7 +10,9 @@ from eosink import ConfigurationError
 
 from eosink_yt_queue.offsets import Tablet, TabletCounts, TabletRange, TrimmedRowsError
 
-_ATTRIBUTES = ["type", "dynamic", "sorted", "tablet_state", "tablet_count", "schema"]
+#: ``id`` tells a queue from one created again under the same path; ``tablet_count`` changes
+#: with a reshard, so both are read again for every batch the reader plans.
+_ATTRIBUTES = ["id", "type", "dynamic", "sorted", "tablet_state", "tablet_count", "schema"]
 READABLE = ("mounted", "frozen")
 
 

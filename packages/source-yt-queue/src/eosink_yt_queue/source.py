@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-import structlog
 from eosink_yt_common.spark_types import arrow_batch, spark_columns
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -25,13 +24,14 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from eosink import ConfigurationError, options_from
+from eosink.logs import get_logger
 
 from eosink_yt_queue import consumer
 from eosink_yt_queue import offsets as off
 from eosink_yt_queue.options import QueueOptions
 from eosink_yt_queue.queue import describe, pull, tablet_counts
 
-log = structlog.get_logger("eosink.yt_queue")
+log = get_logger("eosink.yt_queue")
 
 #: SPYT's service columns: the row's ``$tablet_index`` and ``$row_index`` in the queue.
 SPYT_TABLET_INDEX = "__spyt_streaming_src_tablet_index"
@@ -97,15 +97,30 @@ class YtQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._client
 
     def _counts(self) -> dict[off.Tablet, off.TabletCounts]:
+        """Every tablet's row counts, the queues' attributes read again first: a reshard
+        changes ``tablet_count`` while the query runs, and a queue created again under the same
+        path has another ``id``."""
+        before = {q: int(a["tablet_count"]) for q, a in self.attributes.items()}
+        self.attributes = describe_all(self.client, self.options)
         counts = {}
         for queue, attributes in self.attributes.items():
-            counts.update(tablet_counts(self.client, queue, int(attributes["tablet_count"])))
+            tablets = int(attributes["tablet_count"])
+            if tablets != before.get(queue, tablets):
+                log.info(
+                    "yt_queue.tablet_count_changed", queue=queue, before=before[queue], now=tablets
+                )
+            counts.update(tablet_counts(self.client, queue, tablets))
         return counts
+
+    @property
+    def ids(self) -> dict[str, str]:
+        """The queues' node ids as last read (recorded with every offset)."""
+        return {q: str(a["id"]) for q, a in self.attributes.items() if a.get("id")}
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         start = off.starting(self.options.starting_offsets, self._counts())
         log.info("yt_queue.start", queues=self.options.queues, offsets=off.to_json(start))
-        return off.to_json(start)
+        return off.to_json(start, self.ids)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802
         rows = self.options.max_rows_per_trigger
@@ -119,10 +134,11 @@ class YtQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: Any) -> dict:  # noqa: N802
         begin = off.from_json(start)
         counts = self._counts()
+        off.check_same_queues(begin, off.ids_from_json(start), counts, self.ids)
         off.check_not_trimmed(begin, counts)
         latest = off.cap({t: c.total for t, c in counts.items()}, self._target)
         max_rows = getattr(limit, "max_rows", None)
-        return off.to_json(off.limit_rows(begin, latest, max_rows))
+        return off.to_json(off.limit_rows(begin, latest, max_rows), self.ids)
 
     def partitions(self, start: dict, end: dict) -> list[YtQueuePartition]:
         ranges = off.split(

@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import structlog
+from eosink.logs import get_logger
 
 T = TypeVar("T")
-log = structlog.get_logger("eosink.yt")
+
+log = get_logger("eosink.yt")
 
 #: Attempts of one unit of work (sub transaction, part transaction, tablet transaction).
 UNIT_ATTEMPTS = 5

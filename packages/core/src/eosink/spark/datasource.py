@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import structlog
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -38,6 +37,7 @@ from pyspark.sql.datasource import (
 )
 
 from eosink.errors import BatchIdMismatchError, ConfigurationError, MissingWriterIdError
+from eosink.logs import get_logger
 from eosink.model import BatchContext, PartitionResult
 from eosink.options import option_key
 from eosink.protocol import (
@@ -46,6 +46,7 @@ from eosink.protocol import (
     abort_quietly,
     check_replay,
     driver_plugins,
+    executor_plugins_of,
     finish,
     prepare,
 )
@@ -59,7 +60,7 @@ from eosink.registry import (
 from eosink.spark.checkpoint import stream_position
 from eosink.spark.executor_env import check_executors
 
-log = structlog.get_logger("eosink")
+log = get_logger("eosink")
 
 #: Options the core consumes; all others belong to the sink.
 CORE_OPTIONS = {"writerid", "fingerprint", "version", "checkpointlocation"}
@@ -93,6 +94,9 @@ class _EosinkWriter:
         )
         self._ctx: BatchContext | None = None
         self._prepared: Prepared | None = None
+        # Built here, in the planning worker, and pickled with the writer: the executors log at
+        # the level this worker has (from EOSINK_LOG_LEVEL, see eosink.logs).
+        self.executor_plugins = executor_plugins_of(())
 
     # -- driver side -------------------------------------------------------------------------
     def context(self, batch_id: int | None = None) -> BatchContext:
@@ -137,6 +141,7 @@ class _EosinkWriter:
             self.sink,
             ctx,
             prepared.state,
+            plugins=self.executor_plugins,
             fingerprint=self.fingerprint != "off",
             dry_run=prepared.skipped is not None,
         )
@@ -309,8 +314,9 @@ DATA_SOURCES = _define_data_sources()
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
-    check_executors(spark, [sink_class(name) for name in DATA_SOURCES])
-    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in installed_sources().values())]
+    sources = installed_sources()
+    check_executors(spark, [sink_class(name) for name in DATA_SOURCES], sources)
+    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in sources.values())]
     for cls in classes:
         spark.dataSource.register(cls)
     return [cls.name() for cls in classes]

@@ -5,9 +5,11 @@ Python is another environment. Without eosink or a sink's package there, the fir
 deep inside an unpickling traceback (``ModuleNotFoundError: No module named 'eosink'``), after
 the driver already prepared the batch. So before a session's first batch the front doors run
 one small probe job: every task imports eosink and each sink's module and reports what it
-found. A missing package, or a version other than the driver's, fails with an error that says
-which package and how to get it onto the executors. The probe runs once per Spark application
-and set of sinks.
+found. The registered sources (``eosink.sources``, e.g. ``eosink-yt-queue``) are probed too: their
+readers run on the executors as well, and without the package there a stream fails at its first
+batch with a bare ``ModuleNotFoundError``. A missing package, or a version other than the
+driver's, fails with an error that says which package and how to get it onto the executors. The
+probe runs once per Spark application and set of sinks and sources.
 
 The probe function is pickled **by value** (it is built from source in a namespace of its own),
 so it runs on executors that lack eosink.
@@ -20,8 +22,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterable
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Iterable, Mapping
+from importlib.metadata import EntryPoint, PackageNotFoundError, version
 from typing import Any
 
 import attrs
@@ -73,9 +75,12 @@ class Requirement:
             return None
 
 
-def requirements(sinks: Iterable[Any]) -> list[Requirement]:
-    """eosink itself plus the module of each sink (its class's module, with its dependencies)."""
-    from eosink.registry import installed_sinks
+def requirements(
+    sinks: Iterable[Any], sources: Mapping[str, EntryPoint] | None = None
+) -> list[Requirement]:
+    """eosink itself, the module of each sink (its class's module, with its dependencies) and
+    the module of each source (its entry point's module)."""
+    from eosink.registry import KNOWN_SOURCES, installed_sinks
 
     entry_points = installed_sinks()
     found = [Requirement("eosink.spark.datasource", "eosink", "eosink")]
@@ -87,6 +92,9 @@ def requirements(sinks: Iterable[Any]) -> list[Requirement]:
             continue  # not an installed sink (e.g. a class of the job itself): nothing to name
         dist = getattr(getattr(ep, "dist", None), "name", None)
         found.append(Requirement(cls.__module__, dist, f"sink {name!r}"))
+    for name, ep in sorted((sources or {}).items()):
+        dist = getattr(getattr(ep, "dist", None), "name", None) or KNOWN_SOURCES.get(name)
+        found.append(Requirement(ep.value.split(":")[0], dist, f"source {name!r}"))
     return found
 
 
@@ -184,11 +192,14 @@ def _application(spark: Any) -> str:
         return f"connect:{getattr(spark, 'session_id', id(spark))}"
 
 
-def check_executors(spark: Any, sinks: Iterable[Any]) -> None:
-    """Fail before anything is written if the executors cannot run ``sinks`` (once per app)."""
+def check_executors(
+    spark: Any, sinks: Iterable[Any], sources: Mapping[str, EntryPoint] | None = None
+) -> None:
+    """Fail before anything is written (or read) if the executors cannot run ``sinks`` and
+    ``sources`` (entry points by name); once per app."""
     if os.environ.get(SKIP_ENV, "1") == "0":
         return
-    reqs = requirements(sinks)
+    reqs = requirements(sinks, sources)
     key = (_application(spark), tuple(sorted(r.module for r in reqs)))
     with _lock:
         if key in _checked:

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-import structlog
 
+from eosink.logs import get_logger
 from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
@@ -21,7 +21,7 @@ from eosink.spark.checkpoint import query_id_of
 from eosink.spark.executor_env import check_executors
 from eosink.spark.executors import arrow_schema, spark_run_writes
 
-log = structlog.get_logger("eosink")
+log = get_logger("eosink")
 
 
 @attrs.frozen

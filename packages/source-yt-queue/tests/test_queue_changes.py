@@ -1,0 +1,119 @@
+"""A queue that changes under a running (or restarted) query: tablets added by a reshard are
+read from their first row; a queue removed and created again under the same path, or whose row
+counts went backwards, is refused with the fix, never read from the old offsets.
+
+The stream reader is driven here as Spark drives it (initialOffset, latestOffset, partitions,
+read; a restart is a new reader given the checkpoint's last offset), against the emulator with
+the real YT client, without a Spark session.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import append, make_queue, source_options
+
+from eosink import ConfigurationError
+from eosink_yt_queue.source import YtQueueStreamReader, parse_options
+
+Q = "//q/changing"
+
+
+def reader_of(emulator) -> YtQueueStreamReader:
+    return YtQueueStreamReader(parse_options({**source_options(emulator), "path": Q}))
+
+
+def next_batch(reader: YtQueueStreamReader, start: dict) -> tuple[dict, list[int]]:
+    """Plan the next batch after ``start`` and read it; its end offset and the ids read."""
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    ids = []
+    for partition in reader.partitions(start, end):
+        for batch in reader.read(partition):
+            ids.extend(batch.column("id").to_pylist())
+    return end, sorted(ids)
+
+
+def reshard(yt, path: str, tablets: int) -> None:
+    yt.unmount_table(path, sync=True)
+    yt.reshard_table(path, tablet_count=tablets, sync=True)
+    yt.mount_table(path, sync=True)
+
+
+def test_tablets_added_by_a_reshard_are_read_from_their_first_row(yt_emulator):
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=2)
+    append(yt, Q, 0, 0, 5)
+    append(yt, Q, 1, 100, 5)
+    reader = reader_of(yt_emulator)
+    end, ids = next_batch(reader, reader.initialOffset())
+    assert ids == [*range(0, 5), *range(100, 105)]
+
+    reshard(yt, Q, 4)  # while the query runs
+    assert yt.get(f"{Q}/@tablet_count") == 4
+    append(yt, Q, 0, 5, 2)
+    append(yt, Q, 2, 200, 3)
+    append(yt, Q, 3, 300, 4)
+    end, ids = next_batch(reader, end)
+    assert ids == [5, 6, 200, 201, 202, 300, 301, 302, 303]
+    assert end["queues"][Q] == {"0": 7, "1": 5, "2": 3, "3": 4}
+
+    # a restart from the checkpoint's offset reads on from there
+    append(yt, Q, 3, 304, 1)
+    assert next_batch(reader_of(yt_emulator), end)[1] == [304]
+
+
+def recreate(yt, path: str, tablets: int = 2) -> None:
+    yt.unmount_table(path, sync=True)
+    yt.remove(path)
+    make_queue(yt, path, tablets=tablets)
+
+
+def test_a_queue_created_again_under_the_same_path_is_refused(yt_emulator):
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=2)
+    append(yt, Q, 0, 0, 10)
+    reader = reader_of(yt_emulator)
+    end, ids = next_batch(reader, reader.initialOffset())
+    assert ids == list(range(10))
+
+    recreate(yt, Q)
+    append(yt, Q, 0, 1000, 3)  # row indexes 0..2 again, below the checkpoint's 10
+    for running in (reader, reader_of(yt_emulator)):  # the running query, and a restart
+        with pytest.raises(ConfigurationError) as error:
+            next_batch(running, end)
+        text = str(error.value)
+        assert Q in text and "id changed" in text and "new checkpoint" in text, text
+
+    # With more rows than the checkpoint read, the offsets look valid: still refused.
+    append(yt, Q, 0, 2000, 20)
+    with pytest.raises(ConfigurationError, match="id changed"):
+        next_batch(reader_of(yt_emulator), end)
+
+
+def test_row_counts_that_went_backwards_are_refused(yt_emulator):
+    """A checkpoint written before offsets carried the queue's id: the row counts tell."""
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=2)
+    append(yt, Q, 1, 0, 10)
+    reader = reader_of(yt_emulator)
+    end, _ = next_batch(reader, reader.initialOffset())
+    older = {"v": end["v"], "queues": end["queues"]}  # no queue ids
+
+    recreate(yt, Q)
+    append(yt, Q, 1, 1000, 4)
+    with pytest.raises(ConfigurationError) as error:
+        next_batch(reader_of(yt_emulator), older)
+    text = str(error.value)
+    assert "tablet 1" in text and "4 rows" in text and "read up to row 10" in text, text
+    assert "new checkpoint" in text
+
+
+def test_tablets_that_disappeared_are_refused(yt_emulator):
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=3)
+    append(yt, Q, 2, 0, 4)
+    reader = reader_of(yt_emulator)
+    end, _ = next_batch(reader, reader.initialOffset())
+    older = {"v": end["v"], "queues": end["queues"]}
+    recreate(yt, Q, tablets=2)
+    with pytest.raises(ConfigurationError, match="tablet 2, read up to row 4, is gone"):
+        next_batch(reader_of(yt_emulator), older)
