@@ -56,7 +56,7 @@ from eosink.registry import (
     sink_class,
     sink_from_options,
 )
-from eosink.spark.checkpoint import stream_position
+from eosink.spark.checkpoint import hadoop_storage_options, spark_store_settings, stream_position
 from eosink.spark.executor_env import check_executors
 
 log = structlog.get_logger("eosink")
@@ -77,8 +77,17 @@ class EosinkCommitMessage(WriterCommitMessage):
 class _EosinkWriter:
     """The protocol halves shared by the stream and the batch writer."""
 
-    def __init__(self, sink_name: str, options: Mapping[str, str], overwrite: bool, schema: Any):
+    def __init__(
+        self,
+        sink_name: str,
+        options: Mapping[str, str],
+        overwrite: bool,
+        schema: Any,
+        store_settings: Mapping[str, str] | None = None,
+    ):
         self.sink_name = sink_name
+        #: Spark's object-store settings (``spark.hadoop.fs.s3a.*``...): how to read a checkpoint
+        self.store_settings = dict(store_settings or {})
         self.options = {k.lower(): v for k, v in options.items()}
         self.overwrite = overwrite
         self.spark_schema = schema
@@ -210,7 +219,9 @@ class EosinkStreamWriter(_EosinkWriter, DataSourceStreamArrowWriter):
             raise ConfigurationError(
                 f"eosink-{self.sink_name}: set option checkpointLocation on the query"
             )
-        running, query_id = stream_position(checkpoint)
+        running, query_id = stream_position(
+            checkpoint, hadoop_storage_options(checkpoint, self.store_settings)
+        )
         return BatchContext(
             sink=self.sink_name,
             writer_id=str(self.writer_id),
@@ -272,13 +283,18 @@ class EosinkDataSource(DataSource):
     """Base of the per-sink data sources; ``sink_name`` is set on each generated subclass."""
 
     sink_name = ""
+    #: Spark's object-store settings, captured by :func:`register` in the driver: the workers
+    #: that plan and commit batches have no session to ask, and read the checkpoint with them.
+    store_settings: Mapping[str, str] = {}
 
     @classmethod
     def name(cls) -> str:
         return f"eosink-{cls.sink_name}"
 
     def streamWriter(self, schema: Any, overwrite: bool) -> EosinkStreamWriter:  # noqa: N802
-        return EosinkStreamWriter(self.sink_name, self.options, overwrite, schema)
+        return EosinkStreamWriter(
+            self.sink_name, self.options, overwrite, schema, self.store_settings
+        )
 
     def writer(self, schema: Any, overwrite: bool) -> EosinkBatchWriter:
         return EosinkBatchWriter(self.sink_name, self.options, overwrite, schema)
@@ -306,11 +322,29 @@ def _define_data_sources() -> dict[str, type[EosinkDataSource]]:
 DATA_SOURCES = _define_data_sources()
 
 
+def registered_data_source(sink_name: str, spark: Any) -> type[EosinkDataSource]:
+    """The data source of ``sink_name`` as :func:`register` hands it to ``spark``.
+
+    A subclass that holds the session's object-store settings. It is not a module attribute,
+    so Spark's cloudpickle ships it by value (the settings with it) to the Python workers that
+    plan and commit batches, where no session exists to ask; its base is found by reference.
+    """
+    base = DATA_SOURCES[sink_name]
+    return type(
+        f"{base.__name__}InSession",
+        (base,),
+        {"store_settings": spark_store_settings(spark), "__module__": __name__},
+    )
+
+
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
     check_executors(spark, [sink_class(name) for name in DATA_SOURCES])
-    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in installed_sources().values())]
+    classes = [
+        *(registered_data_source(name, spark) for name in DATA_SOURCES),
+        *(ep.load() for ep in installed_sources().values()),
+    ]
     for cls in classes:
         spark.dataSource.register(cls)
     return [cls.name() for cls in classes]
