@@ -397,10 +397,14 @@ class FsspecStore(Store):
         self.protocol = location.split("://", 1)[0].lower()
         self.secrets = secret_values(storage_options or {})
         self.access_checked = False
+        # Never a listings cache: fsspec keeps one filesystem per process and options, s3fs,
+        # gcsfs and adlfs keep listings in it without expiry, and Spark reuses its Python
+        # workers across batches. Only this process's own writes invalidate those listings, so
+        # a worker that listed the log folder and then saw other processes commit would be
+        # told that their newer log files do not exist. Every decision reads the store.
+        kwargs = {**fsspec_options(storage_options or {}), "use_listings_cache": False}
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(
-                location, **fsspec_options(storage_options or {})
-            )
+            self.fs, self.root = fsspec.core.url_to_fs(location, **kwargs)
         except (ImportError, ValueError) as exc:
             raise ConfigurationError(
                 f"sink 'files': no filesystem for {safe_url(location)!r} "

@@ -37,7 +37,12 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from eosink.errors import BatchIdMismatchError, ConfigurationError, MissingWriterIdError
+from eosink.errors import (
+    BatchIdMismatchError,
+    ConfigurationError,
+    MissingWriterIdError,
+    SinkError,
+)
 from eosink.model import BatchContext, PartitionResult
 from eosink.options import option_key
 from eosink.protocol import (
@@ -74,6 +79,23 @@ class EosinkCommitMessage(WriterCommitMessage):
     result: PartitionResult | None
 
 
+def _shippable(exc: BaseException) -> BaseException:
+    """``exc`` with the driver-side traceback as a note, if it survives Spark's pickling, else
+    a :class:`SinkError` that names its type and message."""
+    import traceback
+
+    from pyspark.serializers import CloudPickleSerializer
+
+    where = "".join(traceback.format_exception(exc)).rstrip()
+    exc.add_note(f"raised while eosink planned the batch (Spark's planning worker):\n{where}")
+    serializer = CloudPickleSerializer()
+    try:
+        serializer.loads(serializer.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - an exception class that cannot be rebuilt elsewhere
+        return SinkError(f"{type(exc).__name__}: {exc}\n{where}")
+
+
 class _EosinkWriter:
     """The protocol halves shared by the stream and the batch writer."""
 
@@ -102,6 +124,8 @@ class _EosinkWriter:
         )
         self._ctx: BatchContext | None = None
         self._prepared: Prepared | None = None
+        #: What planning raised, shipped to the executors to raise there (see __getstate__).
+        self._plan_error: BaseException | None = None
 
     # -- driver side -------------------------------------------------------------------------
     def context(self, batch_id: int | None = None) -> BatchContext:
@@ -126,14 +150,24 @@ class _EosinkWriter:
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickling happens exactly once per batch: when the planning worker ships this writer to
-        # the executors. That is the moment to run the driver half of the protocol.
-        self.prepared()
+        # the executors. That is the moment to run the driver half of the protocol. An error it
+        # raises here would reach the user as Spark's "PicklingError: Could not serialize
+        # object", its type lost: it travels with the writer instead, and every task raises it
+        # as itself (a batch without partitions plans again in ``commit`` and raises it there).
+        if self._plan_error is None:
+            try:
+                self.prepared()
+            except Exception as exc:  # noqa: BLE001 - re-raised on the executors, unchanged
+                log.error("datasource.plan_failed", sink=self.sink_name, error=type(exc).__name__)
+                self._plan_error = _shippable(exc)
         return self.__dict__
 
     # -- executor side -----------------------------------------------------------------------
     def _write(self, batches: Iterator[pa.RecordBatch]) -> EosinkCommitMessage:
         from pyspark import TaskContext
 
+        if self._plan_error is not None:
+            raise self._plan_error
         ctx, prepared = self.prepared()
         task = TaskContext.get()
         self.check_task(ctx, task)
