@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import structlog
@@ -19,7 +20,7 @@ from files_helpers import commit_elsewhere, run
 import eosink
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
-from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
+from eosink.testing.s3 import Fault, S3Bucket, S3Endpoint, s3_server
 
 
 def s3_sink(bucket: S3Bucket, **options) -> FilesSink:
@@ -219,3 +220,43 @@ def test_a_reused_process_sees_log_files_another_process_published(s3_bucket):
     assert run(s3_sink(s3_bucket, compact_interval=3), 5).status == "committed"
     ids = read_table(out, compact_interval=3, storage_options=opts).column("id").to_pylist()
     assert len(ids) == len(set(ids)) == 6 * 8
+
+
+def test_the_commit_check_costs_the_batch_not_the_table(s3_bucket, s3_faults):
+    """Before publishing, the driver checks that every file of the batch is there with its
+    size. Listing the table's folder for that costs a request per 1,000 files the table holds
+    (O(table) per batch: a stream runs for months); one HEAD per file of the batch does not.
+
+    The server counts requests (a plan of faults that never fire): bucket-level GETs are
+    listings, HEADs on part files the per-file checks.
+    """
+    never = 10**9
+    s3_faults.plan(
+        [
+            Fault("delay", key=r"^$", methods=("GET",), nth=never),
+            Fault("delay", key=r"^out/part-", methods=("HEAD",), nth=never),
+        ]
+    )
+
+    def requests_of_batch(batch_id: int) -> tuple[int, int]:
+        before = [c.seen for c in s3_faults.counts()]
+        assert run(s3_sink(s3_bucket), batch_id).status == "committed"
+        listings, heads = (c.seen - b for c, b in zip(s3_faults.counts(), before))
+        return listings, heads
+
+    assert run(s3_sink(s3_bucket), 0).status == "committed"
+    small_table = requests_of_batch(1)
+    client = s3_bucket.endpoint.client()
+    with ThreadPoolExecutor(8) as pool:  # the table grows: files of past batches
+        list(
+            pool.map(
+                lambda n: client.put_object(
+                    Bucket=s3_bucket.name, Key=f"out/part-old-{n:05d}.parquet", Body=b"old"
+                ),
+                range(2100),
+            )
+        )
+    big_table = requests_of_batch(2)
+    assert big_table == small_table, (small_table, big_table)
+    listings, _ = big_table
+    assert listings == 0  # the batch's files are checked one by one, never by a listing
