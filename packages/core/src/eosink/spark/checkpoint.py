@@ -182,7 +182,7 @@ def _denied(path: str, exc: Exception, storage_options: Mapping[str, Any]) -> Co
     return ConfigurationError(
         f"cannot read the checkpoint {path!r} ({text}). eosink reads the checkpoint with the "
         f"settings Spark reaches it with, taken from Spark's configuration when "
-        f"eosink.spark.register(spark) runs: set {hint} in the session's configuration "
+        f"eosink.register_data_sources(spark) runs: set {hint} in the session's configuration "
         "before registering"
     )
 
