@@ -105,11 +105,12 @@ class _EosinkWriter:
         options: Mapping[str, str],
         overwrite: bool,
         schema: Any,
-        store_settings: Mapping[str, str] | None = None,
+        checkpoint_storage: Mapping[str, Any] | None = None,
     ):
         self.sink_name = sink_name
-        #: Spark's object-store settings (``spark.hadoop.fs.s3a.*``...): how to read a checkpoint
-        self.store_settings = dict(store_settings or {})
+        #: fsspec options of the checkpoint's store, from Spark's settings (``fs.s3a.*``...):
+        #: only those of the checkpoint's bucket or account travel with the writer
+        self.checkpoint_storage = dict(checkpoint_storage or {})
         self.options = {k.lower(): v for k, v in options.items()}
         self.overwrite = overwrite
         self.spark_schema = schema
@@ -253,9 +254,7 @@ class EosinkStreamWriter(_EosinkWriter, DataSourceStreamArrowWriter):
             raise ConfigurationError(
                 f"eosink-{self.sink_name}: set option checkpointLocation on the query"
             )
-        running, query_id = stream_position(
-            checkpoint, hadoop_storage_options(checkpoint, self.store_settings)
-        )
+        running, query_id = stream_position(checkpoint, self.checkpoint_storage)
         return BatchContext(
             sink=self.sink_name,
             writer_id=str(self.writer_id),
@@ -326,9 +325,11 @@ class EosinkDataSource(DataSource):
         return f"eosink-{cls.sink_name}"
 
     def streamWriter(self, schema: Any, overwrite: bool) -> EosinkStreamWriter:  # noqa: N802
-        return EosinkStreamWriter(
-            self.sink_name, self.options, overwrite, schema, self.store_settings
+        checkpoint = next(
+            (v for k, v in self.options.items() if k.lower() == "checkpointlocation"), None
         )
+        storage = hadoop_storage_options(checkpoint, self.store_settings) if checkpoint else {}
+        return EosinkStreamWriter(self.sink_name, self.options, overwrite, schema, storage)
 
     def writer(self, schema: Any, overwrite: bool) -> EosinkBatchWriter:
         return EosinkBatchWriter(self.sink_name, self.options, overwrite, schema)
