@@ -109,11 +109,11 @@ def run_cli(bin_dir: Path, *args: str, check_exit: int | None = 0) -> subprocess
 
 
 # -- sources, drivers, stalls --------------------------------------------------------------
-def write_source(work: Path) -> list[int]:
-    """FILES JSON files of ROWS_PER_FILE rows (one per micro-batch); returns every id."""
+def write_source(work: Path, files: int = FILES) -> list[int]:
+    """``files`` JSON files of ROWS_PER_FILE rows (one per micro-batch); returns every id."""
     (work / "in").mkdir(parents=True)
     expected = []
-    for n in range(FILES):
+    for n in range(files):
         path = work / "in" / f"part-{n}.json"
         with open(path, "w") as f:
             for i in range(ROWS_PER_FILE):

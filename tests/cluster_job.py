@@ -5,7 +5,9 @@ URL), ``work`` (a folder with ``in/``: one JSON file per micro-batch), ``door``
 (``foreach_batch`` or ``data_source``), ``conf`` (more Spark settings) and ``targets``: one
 query per target, all at once in this driver, each with its ``name``, ``sink``, ``options``
 (the sink's, as strings) and, for the files sink, ``read_back`` (where to write the ids that
-Spark's own reader finds in the target after the queries end).
+Spark's own reader finds in the target after the queries end). A files target on an object
+store is read from a local copy whose manifest names the copy's files (this Spark has no
+S3 filesystem): :func:`local_copy`.
 
 Stalls: while ``<work>/armed`` holds an id, the task of each query whose rows contain it writes
 ``<work>/reached-<query name>-<id>`` (``pid=<its Python worker's pid>``) and waits, so a test
@@ -67,6 +69,28 @@ def start_query(spark, work: str, door: str, target: dict):
     return writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
 
 
+def local_copy(path: str, options: dict, dest: str) -> str:
+    """A copy of the files sink's folder ``path`` (an object store) in the local folder ``dest``,
+    for Spark's reader. Only the manifest's URI prefix changes (``s3a://<bucket>/<folder>`` to
+    ``file://<dest>``): which files each log file lists, and how the compacts read, stay."""
+    import fsspec
+    from eosink_files.options import fsspec_options
+
+    storage = fsspec_options({k[len("storage.") :]: v for k, v in options.items() if "." in k})
+    fs, root = fsspec.core.url_to_fs(path, skip_instance_cache=True, **storage)
+    root = root.rstrip("/")
+    spark_prefix, local_prefix = f"s3a://{root}".encode(), f"file://{dest}".encode()
+    for key in fs.find(root):
+        relpath = key[len(root) :].lstrip("/")
+        data = fs.cat_file(key)
+        if relpath.startswith("_spark_metadata/"):
+            data = data.replace(spark_prefix, local_prefix)
+        os.makedirs(os.path.dirname(os.path.join(dest, relpath)), exist_ok=True)
+        with open(os.path.join(dest, relpath), "wb") as f:
+            f.write(data)
+    return dest
+
+
 def main(config_path: str) -> None:
     with open(config_path) as f:
         job = json.load(f)
@@ -83,6 +107,8 @@ def main(config_path: str) -> None:
     for target in job["targets"]:
         if target.get("read_back"):
             path = target["options"]["path"]
+            if "://" in path:
+                path = local_copy(path, target["options"], os.path.join(work, "copy-of-target"))
             ids = [r.id for r in spark.read.parquet(path).select("id").collect()]
             with open(target["read_back"], "w") as f:
                 json.dump(ids, f)

@@ -18,10 +18,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 import pytest
-from cluster_helpers import Target, workers_then_driver_killed
+from cluster_helpers import (
+    Target,
+    arm,
+    kill_driver,
+    last_log,
+    start_driver,
+    wait_reached,
+    workers_then_driver_killed,
+    write_source,
+)
 from eosink_yt_emulator.pytest_plugin import yt_emulator  # noqa: F401 - the YT sinks' proxy
+
+from eosink.testing.s3 import s3_server
 
 
 def read_delta(path):
@@ -94,3 +106,48 @@ def test_workers_then_driver_killed_mid_batch(
 ):
     targets = file_targets(tmp_path) + yt_targets(yt_emulator)
     workers_then_driver_killed(spark_cluster, wheel_env, tmp_path / "work", targets, door)
+
+
+def test_files_on_s3_with_the_driver_restarted_mid_stream(spark_cluster, tmp_path):
+    """``format("eosink-files")`` into S3, more batches than ``compact_interval``, the driver
+    killed in the middle of batch 3 and the query restarted: every row exactly once.
+
+    Spark plans each batch, writes it and commits it in different Python processes, and
+    reuses them across batches: a process that listed ``_spark_metadata`` before other
+    processes committed must not decide from that listing (it read ``_spark_metadata/1`` as
+    gone: "disappeared while being read", surfacing as a ``PicklingError``).
+    """
+    work = tmp_path / "work"
+    expected = write_source(work, files=6)
+    read_back = tmp_path / "read_back.json"
+    with s3_server() as endpoint:
+        bucket = endpoint.create_bucket()
+        options = {
+            "path": f"s3://{bucket}/out",
+            "compact_interval": "2",
+            "storage.key": endpoint.access_key,
+            "storage.secret": endpoint.secret_key,
+            "storage.client_kwargs.endpoint_url": endpoint.url,
+        }
+        target = {"name": "files", "sink": "files", "options": options}
+        job = {
+            "master": spark_cluster.master_url,
+            "conf": spark_cluster.spark_conf(),
+            "door": "data_source",
+            "targets": [{**target, "read_back": str(read_back)}],
+        }
+        arm(work, 3050)
+        driver = start_driver(work, job)
+        wait_reached(work, "files", 3050, driver)
+        kill_driver(driver)
+        arm(work, None)
+        restarted = start_driver(work, job)
+        assert restarted.wait(timeout=600) == 0, last_log(work)
+        logs = endpoint.client().list_objects_v2(Bucket=bucket, Prefix="out/_spark_metadata/")
+        names = {o["Key"].rsplit("/", 1)[-1] for o in logs.get("Contents", [])}
+    assert {"1.compact", "3.compact", "5.compact"} <= names, names
+    held = Counter(json.loads(read_back.read_text()))  # Spark's own reader
+    assert held == Counter(expected), (
+        f"duplicates: {sum(n - 1 for n in held.values() if n > 1)}, "
+        f"lost: {len(set(expected) - set(held))}"
+    )

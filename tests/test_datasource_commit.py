@@ -79,3 +79,19 @@ def test_commit_refuses_messages_of_different_plans(tmp_path):
     with pytest.raises(BatchIdMismatchError, match="different plans"):
         writer(tmp_path, checkpoint).commit(first + second, 4)
     assert read_rows(str(tmp_path / "out.db")) == []
+
+
+def test_an_error_while_planning_reaches_the_user_as_itself(tmp_path):
+    """Planning runs when Spark pickles the writer; what it raises must not become Spark's
+    ``PicklingError: Could not serialize object``: every task raises it, type and message."""
+    from pyspark.serializers import CloudPickleSerializer
+
+    from eosink.errors import ConfigurationError
+
+    (tmp_path / "ckpt").mkdir()  # a checkpoint without an offset log: planning fails
+    spark_pickle = CloudPickleSerializer()  # what Spark's planning worker ships the writer with
+    shipped = spark_pickle.loads(spark_pickle.dumps(writer(tmp_path, str(tmp_path / "ckpt"))))
+    with pytest.raises(ConfigurationError, match="holds no offset log") as info:
+        shipped.write(iter([pa.record_batch({"id": pa.array([1], pa.int64())})]))
+    assert any("planned the batch" in note for note in info.value.__notes__)
+    assert read_rows(str(tmp_path / "out.db")) == []

@@ -280,3 +280,25 @@ def test_foreach_batch_refuses_an_output_mode_it_would_duplicate(spark, tmp_path
         start(replacing, "ckpt-2").awaitTermination()
         held = sorted((r["k"], r["count"]) for r in read_rows(target))
         assert held == [(0, 267), (1, 267), (2, 266)]
+
+
+def test_data_sources_carry_the_sessions_object_store_settings(spark):
+    """``register`` reads the session's Hadoop settings (where a job may set ``fs.s3a.*`` at
+    run time) into the data source it registers: the workers that read the checkpoint have no
+    session to ask."""
+    from eosink.spark.datasource import registered_data_source
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = {
+        "fs.s3a.endpoint": "http://127.0.0.1:9",
+        "fs.azure.account.key.acct.dfs.core.windows.net": "a2V5",
+    }
+    for key, value in settings.items():
+        hadoop.set(key, value)
+    try:
+        carried = registered_data_source("sqlite", spark).store_settings
+    finally:
+        for key in settings:
+            hadoop.unset(key)
+    assert {k: carried.get(f"spark.hadoop.{k}") for k in settings} == settings
+    assert not any(k.startswith("spark.hadoop.fs.file.") for k in carried)

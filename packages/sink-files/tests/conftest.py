@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-# The loopback S3 server's fixtures (s3_endpoint, s3_bucket).
-from eosink.testing.s3 import s3_bucket, s3_endpoint  # noqa: F401
+# The loopback S3 server's fixtures (s3_endpoint, s3_bucket, s3_faults).
+from eosink.testing.s3 import s3_bucket, s3_endpoint, s3_faults  # noqa: F401
 
 
 @pytest.fixture

@@ -4,6 +4,10 @@ drivers, a store without conditional create, bad stores, and secrets kept out of
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from eosink_files import committed_files, read_log, read_table
@@ -16,7 +20,7 @@ import eosink
 import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
-from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
+from eosink.testing.s3 import Fault, S3Bucket, S3Endpoint, s3_server
 
 
 def s3_sink(bucket: S3Bucket, **options) -> FilesSink:
@@ -180,3 +184,79 @@ def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, 
         assert secret not in body and s3_bucket.endpoint.access_key not in body
     state = read_log(s3_bucket.uri("out"), storage_options=s3_bucket.endpoint.fsspec_options())
     assert secret not in repr(state.proofs)
+
+
+def commit_elsewhere_many(bucket: S3Bucket, batch_ids: range) -> list[str]:
+    """Commit these batches from another Python process (a commit worker of Spark's driver)."""
+    options = bucket.endpoint.fsspec_options()
+    sink = f"FilesSink(path={bucket.uri('out')!r}, storage_options={options!r}, compact_interval=3)"
+    code = (
+        "from files_helpers import run; from eosink_files.sink import FilesSink; "
+        f"print(' '.join(run({sink}, b).status for b in {list(batch_ids)!r}))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1].split()
+
+
+def test_a_reused_process_sees_log_files_another_process_published(s3_bucket):
+    """Spark reuses its Python workers: a process that listed the log folder before (a planning
+    worker: it decides, another process commits) must decide from the store, not from fsspec's
+    listings cache, after other processes committed.
+
+    fsspec keeps one s3fs instance per process and s3fs caches listings without expiry (only
+    this process's own writes invalidate them): a cached listing of ``_spark_metadata`` made a
+    newer log file read as missing ("_spark_metadata/2 disappeared while being read").
+    """
+    out, opts = s3_bucket.uri("out"), s3_bucket.endpoint.fsspec_options()
+    assert commit_elsewhere_many(s3_bucket, range(0, 1)) == ["committed"]
+    assert run(s3_sink(s3_bucket, compact_interval=3), 0).status == "skipped"  # lists the log
+    # more batches than compact_interval: a compact (2) and deltas after it
+    assert commit_elsewhere_many(s3_bucket, range(1, 5)) == ["committed"] * 4
+    assert run(s3_sink(s3_bucket, compact_interval=3), 4).status == "skipped"
+    assert run(s3_sink(s3_bucket, compact_interval=3), 5).status == "committed"
+    ids = read_table(out, compact_interval=3, storage_options=opts).column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == 6 * 8
+
+
+def test_the_commit_check_costs_the_batch_not_the_table(s3_bucket, s3_faults):
+    """Before publishing, the driver checks that every file of the batch is there with its
+    size. Listing the table's folder for that costs a request per 1,000 files the table holds
+    (O(table) per batch: a stream runs for months); one HEAD per file of the batch does not.
+
+    The server counts requests (a plan of faults that never fire): bucket-level GETs are
+    listings, HEADs on part files the per-file checks.
+    """
+    never = 10**9
+    s3_faults.plan(
+        [
+            Fault("delay", key=r"^$", methods=("GET",), nth=never),
+            Fault("delay", key=r"^out/part-", methods=("HEAD",), nth=never),
+        ]
+    )
+
+    def requests_of_batch(batch_id: int) -> tuple[int, int]:
+        before = [c.seen for c in s3_faults.counts()]
+        assert run(s3_sink(s3_bucket), batch_id).status == "committed"
+        listings, heads = (c.seen - b for c, b in zip(s3_faults.counts(), before))
+        return listings, heads
+
+    assert run(s3_sink(s3_bucket), 0).status == "committed"
+    small_table = requests_of_batch(1)
+    client = s3_bucket.endpoint.client()
+    with ThreadPoolExecutor(8) as pool:  # the table grows: files of past batches
+        list(
+            pool.map(
+                lambda n: client.put_object(
+                    Bucket=s3_bucket.name, Key=f"out/part-old-{n:05d}.parquet", Body=b"old"
+                ),
+                range(2100),
+            )
+        )
+    big_table = requests_of_batch(2)
+    assert big_table == small_table, (small_table, big_table)
+    listings, _ = big_table
+    assert listings == 0  # the batch's files are checked one by one, never by a listing

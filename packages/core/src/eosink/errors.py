@@ -50,3 +50,8 @@ class AlreadyCommitted(EosinkError):  # noqa: N818 - a signal, not a failure
 
 class SinkError(EosinkError):
     """A sink failed in a way it could describe; wraps the store's own error."""
+
+
+class StagedRowsMismatchError(EosinkError):
+    """The files Spark's writer staged hold other rows than the core counted; nothing is
+    published (files of a task attempt that was not committed, or files lost)."""

@@ -20,6 +20,7 @@ import os
 import shutil
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
 from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
@@ -51,6 +52,9 @@ SPARK_SCHEMES = {
 AZURE = {"abfs", "abfss", "az", "wasb", "wasbs"}
 #: Schemes that name the same store, for reading back paths written with either spelling.
 _FAMILY = {"s3a": "s3", "s3n": "s3", "gcs": "gs", **{a: "azure" for a in AZURE}}
+
+#: Requests at most in flight when the commit checks a batch's files (one HEAD each).
+HEAD_CONCURRENCY = 32
 
 #: Where the access probe of an object store is written (Spark's reader and the cleanup skip
 #: folders whose names start with "_").
@@ -396,10 +400,14 @@ class FsspecStore(Store):
         self.protocol = location.split("://", 1)[0].lower()
         self.secrets = secret_values(storage_options or {})
         self.access_checked = False
+        # Never a listings cache: fsspec keeps one filesystem per process and options, s3fs,
+        # gcsfs and adlfs keep listings in it without expiry, and Spark reuses its Python
+        # workers across batches. Only this process's own writes invalidate those listings, so
+        # a worker that listed the log folder and then saw other processes commit would be
+        # told that their newer log files do not exist. Every decision reads the store.
+        kwargs = {**fsspec_options(storage_options or {}), "use_listings_cache": False}
         try:
-            self.fs, self.root = fsspec.core.url_to_fs(
-                location, **fsspec_options(storage_options or {})
-            )
+            self.fs, self.root = fsspec.core.url_to_fs(location, **kwargs)
         except (ImportError, ValueError) as exc:
             raise ConfigurationError(
                 f"sink 'files': no filesystem for {safe_url(location)!r} "
@@ -592,21 +600,47 @@ class FsspecStore(Store):
         return int(info["size"]), int(float(mtime or clock.now()) * 1000)
 
     def sizes(self, folder: str, names: list[str]) -> dict[str, int]:
-        # One listing per folder, not one request per file.
-        wanted = set(names)
-        base = self._p(folder).rstrip("/")
-        try:
-            entries = self.fs.ls(base, detail=True, refresh=True)
-        except TypeError:  # filesystems without a refresh flag
-            entries = self.fs.ls(base, detail=True)
-        except FileNotFoundError:
-            return {}
+        # One HEAD per file, HEAD_CONCURRENCY at a time: a listing of the folder would cost a
+        # request per 1,000 objects the folder holds (the whole table, when unpartitioned).
+        paths = [self._p(f"{folder}/{name}" if folder else name) for name in names]
         out = {}
-        for e in entries:
-            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
-            if name in wanted and e.get("type") != "directory":
-                out[name] = int(e.get("size") or 0)
+        for name, info in zip(names, self._infos(paths)):
+            if isinstance(info, FileNotFoundError):
+                continue
+            if isinstance(info, BaseException):
+                raise info
+            if info.get("type") != "directory":
+                out[name] = int(info.get("size") or 0)
         return out
+
+    def _infos(self, paths: list[str]) -> list[Any]:
+        """``fs.info`` of each path (or the exception it raised), at most HEAD_CONCURRENCY
+        requests at a time: on the filesystem's event loop where it is asynchronous (s3fs,
+        gcsfs, adlfs), in threads otherwise."""
+        if not paths:
+            return []
+        if getattr(self.fs, "async_impl", False) and hasattr(self.fs, "_info"):
+            from fsspec.asyn import _run_coros_in_chunks, sync
+
+            coros = [self.fs._info(p) for p in paths]
+            return list(
+                sync(
+                    self.fs.loop,
+                    _run_coros_in_chunks,
+                    coros,
+                    batch_size=HEAD_CONCURRENCY,
+                    return_exceptions=True,
+                )
+            )
+
+        def info(path: str) -> Any:
+            try:
+                return self.fs.info(path)
+            except Exception as exc:  # noqa: BLE001 - handed back, as the asynchronous path does
+                return exc
+
+        with ThreadPoolExecutor(min(HEAD_CONCURRENCY, len(paths))) as pool:
+            return list(pool.map(info, paths))
 
     def delete(self, relpath: str) -> None:
         try:

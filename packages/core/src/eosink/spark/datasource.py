@@ -36,7 +36,12 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from eosink.errors import BatchIdMismatchError, ConfigurationError, MissingWriterIdError
+from eosink.errors import (
+    BatchIdMismatchError,
+    ConfigurationError,
+    MissingWriterIdError,
+    SinkError,
+)
 from eosink.logs import get_logger
 from eosink.model import BatchContext, PartitionResult
 from eosink.options import option_key
@@ -57,7 +62,7 @@ from eosink.registry import (
     sink_class,
     sink_from_options,
 )
-from eosink.spark.checkpoint import stream_position
+from eosink.spark.checkpoint import hadoop_storage_options, spark_store_settings, stream_position
 from eosink.spark.executor_env import check_executors
 
 log = get_logger("eosink")
@@ -75,11 +80,38 @@ class EosinkCommitMessage(WriterCommitMessage):
     result: PartitionResult | None
 
 
+def _shippable(exc: BaseException) -> BaseException:
+    """``exc`` with the driver-side traceback as a note, if it survives Spark's pickling, else
+    a :class:`SinkError` that names its type and message."""
+    import traceback
+
+    from pyspark.serializers import CloudPickleSerializer
+
+    where = "".join(traceback.format_exception(exc)).rstrip()
+    exc.add_note(f"raised while eosink planned the batch (Spark's planning worker):\n{where}")
+    serializer = CloudPickleSerializer()
+    try:
+        serializer.loads(serializer.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - an exception class that cannot be rebuilt elsewhere
+        return SinkError(f"{type(exc).__name__}: {exc}\n{where}")
+
+
 class _EosinkWriter:
     """The protocol halves shared by the stream and the batch writer."""
 
-    def __init__(self, sink_name: str, options: Mapping[str, str], overwrite: bool, schema: Any):
+    def __init__(
+        self,
+        sink_name: str,
+        options: Mapping[str, str],
+        overwrite: bool,
+        schema: Any,
+        checkpoint_storage: Mapping[str, Any] | None = None,
+    ):
         self.sink_name = sink_name
+        #: fsspec options of the checkpoint's store, from Spark's settings (``fs.s3a.*``...):
+        #: only those of the checkpoint's bucket or account travel with the writer
+        self.checkpoint_storage = dict(checkpoint_storage or {})
         self.options = {k.lower(): v for k, v in options.items()}
         self.overwrite = overwrite
         self.spark_schema = schema
@@ -97,6 +129,8 @@ class _EosinkWriter:
         # Built here, in the planning worker, and pickled with the writer: the executors log at
         # the level this worker has (from EOSINK_LOG_LEVEL, see eosink.logs).
         self.executor_plugins = executor_plugins_of(())
+        #: What planning raised, shipped to the executors to raise there (see __getstate__).
+        self._plan_error: BaseException | None = None
 
     # -- driver side -------------------------------------------------------------------------
     def context(self, batch_id: int | None = None) -> BatchContext:
@@ -121,14 +155,24 @@ class _EosinkWriter:
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickling happens exactly once per batch: when the planning worker ships this writer to
-        # the executors. That is the moment to run the driver half of the protocol.
-        self.prepared()
+        # the executors. That is the moment to run the driver half of the protocol. An error it
+        # raises here would reach the user as Spark's "PicklingError: Could not serialize
+        # object", its type lost: it travels with the writer instead, and every task raises it
+        # as itself (a batch without partitions plans again in ``commit`` and raises it there).
+        if self._plan_error is None:
+            try:
+                self.prepared()
+            except Exception as exc:  # noqa: BLE001 - re-raised on the executors, unchanged
+                log.error("datasource.plan_failed", sink=self.sink_name, error=type(exc).__name__)
+                self._plan_error = _shippable(exc)
         return self.__dict__
 
     # -- executor side -----------------------------------------------------------------------
     def _write(self, batches: Iterator[pa.RecordBatch]) -> EosinkCommitMessage:
         from pyspark import TaskContext
 
+        if self._plan_error is not None:
+            raise self._plan_error
         ctx, prepared = self.prepared()
         task = TaskContext.get()
         self.check_task(ctx, task)
@@ -215,7 +259,7 @@ class EosinkStreamWriter(_EosinkWriter, DataSourceStreamArrowWriter):
             raise ConfigurationError(
                 f"eosink-{self.sink_name}: set option checkpointLocation on the query"
             )
-        running, query_id = stream_position(checkpoint)
+        running, query_id = stream_position(checkpoint, self.checkpoint_storage)
         return BatchContext(
             sink=self.sink_name,
             writer_id=str(self.writer_id),
@@ -277,13 +321,20 @@ class EosinkDataSource(DataSource):
     """Base of the per-sink data sources; ``sink_name`` is set on each generated subclass."""
 
     sink_name = ""
+    #: Spark's object-store settings, captured by :func:`register` in the driver: the workers
+    #: that plan and commit batches have no session to ask, and read the checkpoint with them.
+    store_settings: Mapping[str, str] = {}
 
     @classmethod
     def name(cls) -> str:
         return f"eosink-{cls.sink_name}"
 
     def streamWriter(self, schema: Any, overwrite: bool) -> EosinkStreamWriter:  # noqa: N802
-        return EosinkStreamWriter(self.sink_name, self.options, overwrite, schema)
+        checkpoint = next(
+            (v for k, v in self.options.items() if k.lower() == "checkpointlocation"), None
+        )
+        storage = hadoop_storage_options(checkpoint, self.store_settings) if checkpoint else {}
+        return EosinkStreamWriter(self.sink_name, self.options, overwrite, schema, storage)
 
     def writer(self, schema: Any, overwrite: bool) -> EosinkBatchWriter:
         return EosinkBatchWriter(self.sink_name, self.options, overwrite, schema)
@@ -311,12 +362,30 @@ def _define_data_sources() -> dict[str, type[EosinkDataSource]]:
 DATA_SOURCES = _define_data_sources()
 
 
+def registered_data_source(sink_name: str, spark: Any) -> type[EosinkDataSource]:
+    """The data source of ``sink_name`` as :func:`register` hands it to ``spark``.
+
+    A subclass that holds the session's object-store settings. It is not a module attribute,
+    so Spark's cloudpickle ships it by value (the settings with it) to the Python workers that
+    plan and commit batches, where no session exists to ask; its base is found by reference.
+    """
+    base = DATA_SOURCES[sink_name]
+    return type(
+        f"{base.__name__}InSession",
+        (base,),
+        {"store_settings": spark_store_settings(spark), "__module__": __name__},
+    )
+
+
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
     sources = installed_sources()
     check_executors(spark, [sink_class(name) for name in DATA_SOURCES], sources)
-    classes = [*DATA_SOURCES.values(), *(ep.load() for ep in sources.values())]
+    classes = [
+        *(registered_data_source(name, spark) for name in DATA_SOURCES),
+        *(ep.load() for ep in sources.values()),
+    ]
     for cls in classes:
         spark.dataSource.register(cls)
     return [cls.name() for cls in classes]

@@ -17,7 +17,7 @@ from eosink.logs import get_logger
 from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
-from eosink.spark.checkpoint import query_id_of
+from eosink.spark.checkpoint import hadoop_storage_options, query_id_of, spark_store_settings
 from eosink.spark.executor_env import check_executors
 from eosink.spark.executors import arrow_schema, spark_run_writes
 
@@ -63,13 +63,13 @@ def _query_identity(df: Any) -> tuple[str | None, str | None]:
     return query.id, query.checkpoint
 
 
-def declared_query(checkpoint: str | None, writer_id: str) -> RunningQuery:
+def declared_query(checkpoint: str | None, writer_id: str, spark: Any = None) -> RunningQuery:
     """The query identity a ``foreachBatch`` on Spark Connect is told: its checkpoint's.
 
     Connect does not hand the query's id to the function, and without it a new checkpoint
     pointed at this writer's output would silently skip every batch up to the old one. The
     checkpoint's ``metadata`` holds the id; the function runs next to Spark's driver, which
-    wrote it, so it can read it.
+    wrote it, so it can read it, with the session's store settings (``spark``).
     """
     if not checkpoint:
         raise ConfigurationError(
@@ -78,7 +78,8 @@ def declared_query(checkpoint: str | None, writer_id: str) -> RunningQuery:
             "restart. Pass the query's checkpoint: foreach_batch(..., checkpoint=<the "
             "checkpointLocation of the query>)"
         )
-    query_id = query_id_of(checkpoint)
+    settings = spark_store_settings(spark) if spark is not None else {}
+    query_id = query_id_of(checkpoint, hadoop_storage_options(checkpoint, settings))
     if query_id is None:
         raise ConfigurationError(
             f"writer {writer_id!r}: checkpoint {checkpoint!r} holds no query metadata; pass the "
@@ -146,7 +147,7 @@ class ForeachBatchWriter:
     def __call__(self, df: Any, batch_id: int) -> None:
         query = running_query(df)
         if query.connect:
-            query = declared_query(self.checkpoint, self.writer_id)
+            query = declared_query(self.checkpoint, self.writer_id, df.sparkSession)
         check_output_mode(query.output_mode, self.mode)
         check_executors(df.sparkSession, self.sinks)  # after the cheap checks of the query
         schema = arrow_schema(df)

@@ -4,7 +4,9 @@ Handing every row from the JVM to Python as Arrow costs more than a Spark writer
 whole write, so a sink whose store Spark can write implements ``write_dataframe`` with this
 helper: Spark writes the batch (format, options, ``partitionBy``) into a staging folder of the
 attempt, the core counts the rows on the way (an ``Observation``; that count becomes the
-proof's), and the sink gets the part files with their sizes to move into place. The folder is
+proof's), and the sink gets the part files with their sizes to move into place: the files
+Spark's job commit left (never ``_temporary/``, where attempts that were not committed write),
+whose rows must add up to that count (:func:`check_staged_rows`). The folder is
 removed when the ``with`` block ends, whatever happens. Partition columns are written by the
 text of their folder (:func:`by_folder_text`), so values that share a folder never make Spark's
 writer open one file name twice.
@@ -25,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from eosink.errors import StagedRowsMismatchError
 from eosink.hookspecs import hookimpl
 from eosink.registry import plugin_manager
 from eosink.spark.session import MICROS_TIMESTAMPS, session_conf
@@ -85,8 +88,10 @@ def stage_dataframe(
             writer.save("file://" + folder)
         seen = dict(observation.get)
         rows = int(seen.pop("rows"))
+        files = committed_part_files(folder)
+        check_staged_rows(folder, files, format, rows)
         record_rows(rows)
-        yield StagedFiles(files=_part_files(folder), rows=rows, metrics=seen)
+        yield StagedFiles(files=files, rows=rows, metrics=seen)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -122,14 +127,68 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _part_files(folder: str) -> tuple[StagedFile, ...]:
+def _hidden(name: str) -> bool:
+    """Spark's rule for names its file index skips: ``_x`` (but not a partition folder
+    ``_x=v``) and ``.x``. ``_temporary`` holds task attempts that were not committed."""
+    return (name.startswith("_") and "=" not in name) or name.startswith(".")
+
+
+def committed_part_files(folder: str) -> tuple[StagedFile, ...]:
+    """The part files of ``folder`` that Spark's job commit left, in their partition folders.
+
+    Hidden folders are not walked: ``_temporary/`` holds the files of task attempts that were
+    not committed (a speculative copy, a killed task that kept writing after the job's commit
+    removed the folder), which are not the batch's.
+    """
     found = []
     for here, dirs, names in os.walk(folder):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
         for name in sorted(n for n in names if n.startswith("part-")):  # not .crc side files
             path = os.path.join(here, name)
             found.append(StagedFile(os.path.relpath(path, folder), os.path.getsize(path)))
     return tuple(found)
+
+
+def _rows_in(path: str, format: str) -> int | None:  # noqa: A002 - Spark's word
+    """The rows of one part file as its format states them, or None for a format whose rows
+    cannot be counted without parsing it as Spark would (CSV: quoted values span lines)."""
+    if format == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path).num_rows)
+    if format == "orc":
+        import pyarrow.orc as orc
+
+        return int(orc.ORCFile(path).nrows)
+    if format == "json":  # JSON lines: Spark writes one record per line, newlines escaped
+        import pyarrow as pa
+
+        lines, last = 0, b"\n"
+        with pa.input_stream(path, compression="detect") as stream:
+            while chunk := stream.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        return lines + (last != b"\n")
+    return None
+
+
+def check_staged_rows(
+    folder: str, files: Sequence[StagedFile], format: str, rows: int  # noqa: A002
+) -> None:
+    """Refuse staged files whose rows (Parquet and ORC footers, JSON lines) do not add up to
+    the ``rows`` the core counted while Spark wrote them: a proof would then claim a batch
+    that readers see with duplicates (an extra attempt's file) or with rows lost."""
+    counts = [_rows_in(os.path.join(folder, f.relpath), format) for f in files]
+    if any(c is None for c in counts):
+        return
+    found = sum(c for c in counts if c is not None)
+    if found != rows:
+        raise StagedRowsMismatchError(
+            f"Spark's writer staged {found} rows in {len(files)} file(s), but the core "
+            f"counted {rows} as Spark wrote the batch: files of a task attempt that was not "
+            "committed (speculation, a killed task) or files lost from the staging folder "
+            f"{folder!r}. Nothing was published; the batch's replay writes it again."
+        )
 
 
 class _PassThrough:
