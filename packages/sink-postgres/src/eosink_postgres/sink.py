@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import select
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -94,15 +96,49 @@ class PostgresSink(PostgresCommands, eosink.Sink):
 
     @contextlib.contextmanager
     def connect(self, *, autocommit: bool = False) -> Iterator[psycopg.Connection[Any]]:
-        """A connection to the target's database, closed after use; server errors that escape
-        become eosink errors without secrets."""
-        conn = store.connect(self.options, autocommit=autocommit)
+        """A connection to the target's database; server errors that escape become eosink
+        errors without secrets. One idle connection is kept for the next hook of this sink
+        instance (a batch's ``is_committed``, ``init`` and ``commit`` share it on the driver:
+        a connection costs more than the statements of a small batch)."""
+        conn = self._take(autocommit)
         try:
             yield conn
         except psycopg.Error as exc:
-            raise store.sql_error(exc, self.options, "PostgreSQL error") from None
-        finally:
             conn.close()
+            raise store.sql_error(exc, self.options, "PostgreSQL error") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._give(conn)
+
+    def _take(self, autocommit: bool) -> psycopg.Connection[Any]:
+        conn, self._idle = getattr(self, "_idle", None), None
+        if conn is not None and (_stale(conn) or self._owner != os.getpid()):
+            if self._owner == os.getpid():
+                conn.close()
+            conn = None
+        if conn is None:
+            conn = store.connect(self.options)
+            self._owner = os.getpid()
+        conn.autocommit = autocommit
+        return conn
+
+    def _give(self, conn: psycopg.Connection[Any]) -> None:
+        """Keep ``conn`` for the next hook if it is healthy and outside a transaction."""
+        idle = psycopg.pq.TransactionStatus.IDLE
+        if conn.closed or conn.broken or conn.info.transaction_status != idle:
+            conn.close()
+        elif getattr(self, "_idle", None) is None:
+            self._idle = conn
+        else:
+            conn.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sinks travel to executors and Spark's workers: without the driver's connection."""
+        state = dict(self.__dict__)
+        state.pop("_idle", None)
+        state.pop("_owner", None)
+        return state
 
     # -- driver ----------------------------------------------------------------------------
     @hookimpl
@@ -164,10 +200,11 @@ class PostgresSink(PostgresCommands, eosink.Sink):
         proof: Proof,
     ) -> None:
         staged = [m for m in messages if m is not None and m.table is not None]
-        conn = store.connect(self.options)
+        conn = self._take(autocommit=False)
         pid = conn.info.backend_pid  # the session a lost COMMIT reply leaves behind
         try:
             self._commit(conn, ctx, state, staged, proof)
+            self._give(conn)
         except psycopg.OperationalError as exc:
             # The connection broke: before COMMIT (nothing landed) or after it was sent (it
             # may have landed). The proof, read once the old session is gone, tells which.
@@ -183,7 +220,8 @@ class PostgresSink(PostgresCommands, eosink.Sink):
         except psycopg.Error as exc:
             raise store.sql_error(exc, self.options, f"commit of {ctx.label}") from None
         finally:
-            conn.close()
+            if getattr(self, "_idle", None) is not conn:
+                conn.close()
 
     def _commit(
         self,
@@ -456,6 +494,18 @@ class PostgresSink(PostgresCommands, eosink.Sink):
         )
         copy.set_types([copy_type(pg_type(f)) for f in schema])
         return copy
+
+
+def _stale(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a kept connection is unusable: closed, broken, or with something to read while
+    idle (the server ended the session: a restart, a terminated backend)."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def others_or_append(options: PostgresOptions, state: PostgresState) -> bool:
