@@ -27,6 +27,7 @@ KNOWN_SINKS = {
     "delta": "eosink-delta",
     "yt-dynamic": "eosink-yt-dynamic",
     "yt-static": "eosink-yt-static",
+    "postgres": "eosink-postgres",
 }
 
 
