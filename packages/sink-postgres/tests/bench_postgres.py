@@ -124,7 +124,9 @@ def bare_copy(url: str, table: str) -> Callable[[Any, int], None]:
 
         rows = 0
         with psycopg.connect(url) as conn, conn.cursor() as cur:
-            with cur.copy(f"COPY {table} (id, name, amount, day, ts) FROM STDIN (FORMAT BINARY)") as copy:
+            with cur.copy(
+                f"COPY {table} (id, name, amount, day, ts) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
                 for batch in batches:
                     if batch.num_rows == 0:
                         continue
@@ -195,8 +197,13 @@ def measure(args: argparse.Namespace, server: Any) -> None:
     def eosink_source() -> Any:
         table, ckpt = fresh("eosink_ds")
         return (
-            stream().format("eosink-postgres").option("writerId", "bench").option("url", url)
-            .option("path", table).option("checkpointLocation", ckpt).start()
+            stream()
+            .format("eosink-postgres")
+            .option("writerId", "bench")
+            .option("url", url)
+            .option("path", table)
+            .option("checkpointLocation", ckpt)
+            .start()
         )
 
     def eosink_foreach() -> Any:
@@ -208,7 +215,11 @@ def measure(args: argparse.Namespace, server: Any) -> None:
     def jdbc_foreach() -> Any:
         table, ckpt = fresh("spark_jdbc")
         jdbc = f"jdbc:postgresql://{server.host}:{server.port}/postgres"
-        props = {"user": server.user, "password": server.password, "driver": "org.postgresql.Driver"}
+        props = {
+            "user": server.user,
+            "password": server.password,
+            "driver": "org.postgresql.Driver",
+        }
 
         def write(df: Any, batch_id: int) -> None:
             df.write.jdbc(jdbc, table, mode="append", properties=props)
@@ -217,7 +228,9 @@ def measure(args: argparse.Namespace, server: Any) -> None:
 
     def copy_foreach() -> Any:
         table, ckpt = fresh("bare_copy")
-        return stream().foreachBatch(bare_copy(url, table)).option("checkpointLocation", ckpt).start()
+        return (
+            stream().foreachBatch(bare_copy(url, table)).option("checkpointLocation", ckpt).start()
+        )
 
     runs: dict[str, Callable[[], Any]] = {
         "eosink-postgres (data source)": eosink_source,

@@ -177,9 +177,7 @@ class FaultProxy:
         port = self.listener.getsockname()[1]
         userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
         query = "sslmode=disable&gssencmode=disable"
-        self.url = urlunsplit(
-            (parts.scheme, f"{userinfo}{HOST}:{port}", parts.path, query, "")
-        )
+        self.url = urlunsplit((parts.scheme, f"{userinfo}{HOST}:{port}", parts.path, query, ""))
         self.lock = threading.Lock()
         self.faults: list[StoreFault] = []
         self._fired: list[Fired] = []

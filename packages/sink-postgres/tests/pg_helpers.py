@@ -48,8 +48,15 @@ def batch_rows(batch_id: int, partitions: int = 2, rows: int = 3, writer: int = 
     return out
 
 
-def run(sink, batch_id: int, partitions: list, writer_id: str = "w", mode: str = "append",
-        plugins=(), query_id: str = "00000000-0000-4000-8000-000000000001"):
+def run(
+    sink,
+    batch_id: int,
+    partitions: list,
+    writer_id: str = "w",
+    mode: str = "append",
+    plugins=(),
+    query_id: str = "00000000-0000-4000-8000-000000000001",
+):
     """One batch through the real protocol (executors in this process)."""
     from eosink import BatchContext, run_batch
     from eosink.testing.local import LocalRunner
@@ -72,6 +79,9 @@ def ids(rows: list) -> list:
 
 def expected_ids(partitions_by_batch: list) -> list:
     return sorted(
-        i for partitions in partitions_by_batch for part in partitions for b in part
+        i
+        for partitions in partitions_by_batch
+        for part in partitions
+        for b in part
         for i in b.column("id").to_pylist()
     )

@@ -90,7 +90,9 @@ def test_timestamp_kinds_are_not_mixed(database):
     batch = pa.record_batch(
         {
             "id": pa.array([1], pa.int64()),
-            "at": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC")),
+            "at": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC")
+            ),
         }
     )
     with pytest.raises(ConfigurationError, match="TimestampType"):
@@ -111,7 +113,9 @@ def test_read_only_role(database):
         conn.execute("GRANT SELECT ON events TO reader")
     url = database.replace("postgres:eosink-test-postgres-password@", f"reader:{SECRET}@")
     try:
-        with pytest.raises(ConfigurationError, match="permission denied.*role needs SELECT, INSERT") as err:
+        with pytest.raises(
+            ConfigurationError, match="permission denied.*role needs SELECT, INSERT"
+        ) as err:
             run(PostgresSink(url=url, table="events"), 0, batch_rows(0))
         assert SECRET not in str(err.value)
         # a role whose sessions are read-only (as on a standby)
@@ -148,7 +152,9 @@ def test_upsert_duplicate_keys_in_one_batch(database):
     sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
     run(sink, 0, batch_rows(0))
     dup = pa.record_batch({"id": pa.array([7, 7], pa.int64()), "name": ["a", "b"]})
-    with pytest.raises(ConfigurationError, match=r"2 rows of one batch have the same key \(id\) = \(7,\)"):
+    with pytest.raises(
+        ConfigurationError, match=r"2 rows of one batch have the same key \(id\) = \(7,\)"
+    ):
         run(sink, 1, [[dup]])
     assert len(read_table(database, "events")) == 6
     assert staging_tables(database) == []

@@ -38,7 +38,12 @@ def test_two_writers_into_one_table(database):
     assert ids(read_table(database, "events")) == expected_ids(batches[0] + batches[1])
     for w in (0, 1):  # a replay of each writer's batches is skipped
         for b in range(4):
-            assert run(PostgresSink(url=database, table="events"), b, batches[w][b], writer_id=f"w{w}").status == "skipped"
+            assert (
+                run(
+                    PostgresSink(url=database, table="events"), b, batches[w][b], writer_id=f"w{w}"
+                ).status
+                == "skipped"
+            )
     assert ids(read_table(database, "events")) == expected_ids(batches[0] + batches[1])
 
 
@@ -85,12 +90,18 @@ def test_lost_commit_reply_is_settled_by_the_proof(database):
     with FaultProxy(database) as proxy:
         sink = PostgresSink(url=proxy.url, table="events")
         run(sink, 0, batch_rows(0))
-        outcome = run(PostgresSink(url=proxy.url, table="events"), 1, batch_rows(1),
-                      plugins=[ArmAtCommit(proxy, "lost_reply")])
+        outcome = run(
+            PostgresSink(url=proxy.url, table="events"),
+            1,
+            batch_rows(1),
+            plugins=[ArmAtCommit(proxy, "lost_reply")],
+        )
         assert [f.kind for f in proxy.fired] == ["lost_reply"]
         assert outcome.status == "committed"
         assert ids(read_table(database, "events")) == expected_ids([batch_rows(0), batch_rows(1)])
-        assert run(PostgresSink(url=proxy.url, table="events"), 1, batch_rows(1)).status == "skipped"
+        assert (
+            run(PostgresSink(url=proxy.url, table="events"), 1, batch_rows(1)).status == "skipped"
+        )
 
 
 def test_commit_cut_before_it_reached_the_server(database):
@@ -98,10 +109,16 @@ def test_commit_cut_before_it_reached_the_server(database):
     the error says so, and the replay commits it once."""
     with FaultProxy(database) as proxy:
         with pytest.raises(SinkError, match="no proof of this attempt"):
-            run(PostgresSink(url=proxy.url, table="events"), 0, batch_rows(0),
-                plugins=[ArmAtCommit(proxy, "error")])
+            run(
+                PostgresSink(url=proxy.url, table="events"),
+                0,
+                batch_rows(0),
+                plugins=[ArmAtCommit(proxy, "error")],
+            )
         assert read_table(database, "events") == []
-        assert run(PostgresSink(url=proxy.url, table="events"), 0, batch_rows(0)).status == "committed"
+        assert (
+            run(PostgresSink(url=proxy.url, table="events"), 0, batch_rows(0)).status == "committed"
+        )
         assert ids(read_table(database, "events")) == expected_ids([batch_rows(0)])
         assert staging_tables(database) == []
 
@@ -126,8 +143,12 @@ def test_crash_mid_commit_then_restart(database):
     """A driver dies inside the commit's transaction: the server rolls it back; the replay
     commits the batch once and the crashed attempt's staging tables go."""
     with pytest.raises(InjectedCrash):
-        run(PostgresSink(url=database, table="events"), 0, batch_rows(0),
-            plugins=[FaultPlugin("before_commit")])
+        run(
+            PostgresSink(url=database, table="events"),
+            0,
+            batch_rows(0),
+            plugins=[FaultPlugin("before_commit")],
+        )
     assert read_table(database, "events") == []
     run(PostgresSink(url=database, table="events"), 0, batch_rows(0))
     assert ids(read_table(database, "events")) == expected_ids([batch_rows(0)])
@@ -152,22 +173,37 @@ def test_type_map_round_trip(database):
             "tz": pa.array([dt.datetime(2024, 1, 1, tzinfo=utc), None], pa.timestamp("us", "UTC")),
             "dec": pa.array([decimal.Decimal("12345.678"), None], pa.decimal128(12, 3)),
             "arr": pa.array([[1, None, 3], []], pa.list_(pa.int64())),
-            "st": pa.array([{"a": 1, "b": "x"}, None], pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            "st": pa.array(
+                [{"a": 1, "b": "x"}, None], pa.struct([("a", pa.int64()), ("b", pa.string())])
+            ),
             "m": pa.array([[("k", 1)], None], pa.map_(pa.string(), pa.int64())),
             "nested": pa.array([[[1], [2, 3]], None], pa.list_(pa.list_(pa.int64()))),
         }
     )
     run(PostgresSink(url=database, table="types"), 0, [[batch]])
     with admin(database) as conn:
-        types = dict(conn.execute(
-            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-            "WHERE attrelid = 'public.types'::regclass AND attnum > 0"
-        ).fetchall())
+        types = dict(
+            conn.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'public.types'::regclass AND attnum > 0"
+            ).fetchall()
+        )
     assert types == {
-        "id": "bigint", "i8": "smallint", "i32": "integer", "f32": "real",
-        "f64": "double precision", "ok": "boolean", "s": "text", "b": "bytea", "d": "date",
-        "ts": "timestamp without time zone", "tz": "timestamp with time zone",
-        "dec": "numeric(12,3)", "arr": "bigint[]", "st": "jsonb", "m": "jsonb",
+        "id": "bigint",
+        "i8": "smallint",
+        "i32": "integer",
+        "f32": "real",
+        "f64": "double precision",
+        "ok": "boolean",
+        "s": "text",
+        "b": "bytea",
+        "d": "date",
+        "ts": "timestamp without time zone",
+        "tz": "timestamp with time zone",
+        "dec": "numeric(12,3)",
+        "arr": "bigint[]",
+        "st": "jsonb",
+        "m": "jsonb",
         "nested": "jsonb",
     }
     rows = sorted(read_table(database, "types"), key=lambda r: r["id"])
@@ -198,8 +234,15 @@ def test_upsert_is_idempotent_across_writers(database):
     """Two writers upserting the same keys leave each key once, with the latest values."""
     first = batch_rows(0)
     changed = [[b.set_column(1, "name", pa.array(["new"] * b.num_rows)) for b in p] for p in first]
-    run(PostgresSink(url=database, table="events", mode="upsert", key="id"), 0, first, writer_id="a")
-    run(PostgresSink(url=database, table="events", mode="upsert", key="id"), 0, changed, writer_id="b")
+    run(
+        PostgresSink(url=database, table="events", mode="upsert", key="id"), 0, first, writer_id="a"
+    )
+    run(
+        PostgresSink(url=database, table="events", mode="upsert", key="id"),
+        0,
+        changed,
+        writer_id="b",
+    )
     rows = read_table(database, "events")
     assert ids(rows) == expected_ids([first]) and {r["name"] for r in rows} == {"new"}
 
@@ -229,8 +272,13 @@ def test_status_verify_and_cleanup(database):
             yield  # pragma: no cover
 
     with pytest.raises(InjectedCrash):
-        run(PostgresSink(url=database, table="events"), 1, batch_rows(2), writer_id="a",
-            plugins=[FaultPlugin("before_commit"), KillDriver()])
+        run(
+            PostgresSink(url=database, table="events"),
+            1,
+            batch_rows(2),
+            writer_id="a",
+            plugins=[FaultPlugin("before_commit"), KillDriver()],
+        )
     left = staging_tables(database)
     assert len(left) == 2
     pm = plugin_manager(PostgresSink(url=database, path="public.events"))

@@ -51,7 +51,11 @@ class PostgresCommands:
             oid = self._target(conn)
             proofs = self._latest_proofs(conn, oid) if oid is not None else []
             staging = (
-                [s for s in store.staging_tables(conn, self.options) if s[1].get("target_oid") == oid]
+                [
+                    s
+                    for s in store.staging_tables(conn, self.options)
+                    if s[1].get("target_oid") == oid
+                ]
                 if oid is not None
                 else []
             )

@@ -31,7 +31,9 @@ SPARK_NAMES = {
 }
 
 
-def create_target(conn: psycopg.Connection[Any], options: PostgresOptions, schema: pa.Schema) -> int:
+def create_target(
+    conn: psycopg.Connection[Any], options: PostgresOptions, schema: pa.Schema
+) -> int:
     """Create the target from the stream's schema (upsert: the key is its primary key)."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (store.SETUP_LOCK,))
     missing = [k for k in options.key if k not in schema.names]
@@ -42,8 +44,12 @@ def create_target(conn: psycopg.Connection[Any], options: PostgresOptions, schem
         )
     body = columns_sql(schema, not_null=options.key)
     if options.key:
-        body += ", PRIMARY KEY ({})".format(", ".join(sql.Identifier(k).as_string(conn) for k in options.key))
-    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(options.target[0])))
+        body += ", PRIMARY KEY ({})".format(
+            ", ".join(sql.Identifier(k).as_string(conn) for k in options.key)
+        )
+    conn.execute(
+        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(options.target[0]))
+    )
     conn.execute(
         sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
             store.target_ident(options), sql.SQL(body)
@@ -106,7 +112,8 @@ def check_target(
     if mode == "complete":
         needed.append("DELETE")
     row = conn.execute(
-        "SELECT " + ", ".join(["has_table_privilege(%s::oid, %s)"] * len(needed))
+        "SELECT "
+        + ", ".join(["has_table_privilege(%s::oid, %s)"] * len(needed))
         + ", has_schema_privilege(%s, 'CREATE')",
         [x for p in needed for x in (oid, p)] + [options.meta_schema],
     ).fetchone()

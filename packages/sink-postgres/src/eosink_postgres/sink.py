@@ -272,8 +272,9 @@ class PostgresSink(PostgresCommands, eosink.Sink):
                 )
             crash_point("commit:rows-moved")
             conn.execute(
-                sql.SQL("UPDATE {} SET last_batch = %s WHERE target_oid = %s AND writer_id = %s")
-                .format(store.ident(meta, store.PROGRESS)),
+                sql.SQL(
+                    "UPDATE {} SET last_batch = %s WHERE target_oid = %s AND writer_id = %s"
+                ).format(store.ident(meta, store.PROGRESS)),
                 (ctx.batch_id, oid, ctx.writer_id),
             )
             conn.execute(
@@ -334,9 +335,12 @@ class PostgresSink(PostgresCommands, eosink.Sink):
                 if others
                 else sql.SQL("DO NOTHING")
             )
-            query = sql.SQL("INSERT INTO {} ({}) SELECT {} FROM ({}) s ON CONFLICT ({}) ").format(
-                target, cols, cols, source, keys
-            ) + action
+            query = (
+                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM ({}) s ON CONFLICT ({}) ").format(
+                    target, cols, cols, source, keys
+                )
+                + action
+            )
         else:
             query = sql.SQL("INSERT INTO {} ({}) {}").format(target, cols, source)
         cur = conn.execute(query)
@@ -362,8 +366,9 @@ class PostgresSink(PostgresCommands, eosink.Sink):
                 "out or fill the key in the query"
             )
         dup = conn.execute(
-            sql.SQL("SELECT {}, count(*) FROM ({}) s GROUP BY {} HAVING count(*) > 1 LIMIT 1")
-            .format(keys, source, keys)
+            sql.SQL(
+                "SELECT {}, count(*) FROM ({}) s GROUP BY {} HAVING count(*) > 1 LIMIT 1"
+            ).format(keys, source, keys)
         ).fetchone()
         if dup is not None:
             raise ConfigurationError(
@@ -395,7 +400,9 @@ class PostgresSink(PostgresCommands, eosink.Sink):
                             "batch is in doubt until it does (the next run settles it)"
                         )
                     time.sleep(0.05)
-            found = store.read_proof(conn, self.options, state.target_oid, ctx.writer_id, ctx.batch_id)
+            found = store.read_proof(
+                conn, self.options, state.target_oid, ctx.writer_id, ctx.batch_id
+            )
         return found is not None and found[0].batch_id == ctx.batch_id and found[1] == state.tag
 
     @hookimpl

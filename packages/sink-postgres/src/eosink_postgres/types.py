@@ -148,7 +148,9 @@ def _check_no_nul(name: str, column: pa.ChunkedArray | pa.Array) -> None:
         found = pc.any(pc.match_substring(column, "\x00")).as_py()
     elif _is_json(t) or (_is_list(t) and (_is_json(t.value_type) or _is_list(t.value_type))):
         found = "\\u0000" in str(column.to_pylist()) or "\x00" in str(column.to_pylist())
-    elif _is_list(t) and (pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)):
+    elif _is_list(t) and (
+        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
+    ):
         found = pc.any(pc.match_substring(pc.list_flatten(column), "\x00")).as_py()
     else:
         return

@@ -224,9 +224,7 @@ def postgres_server_running(**settings: Any) -> Iterator[PostgresServer]:
         )
         os.unlink(pwfile)
         if done.returncode != 0:
-            raise RuntimeError(
-                "initdb failed: " + done.stderr.decode(errors="replace")[-2000:]
-            )
+            raise RuntimeError("initdb failed: " + done.stderr.decode(errors="replace")[-2000:])
         server = PostgresServer(
             port=free_port(),
             data_dir=data_dir,
