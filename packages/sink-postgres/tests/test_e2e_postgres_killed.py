@@ -1,92 +1,9 @@
-"""End to end with a real kill: the driver process gets SIGKILL in the middle of a batch, in
-both front doors (foreachBatch and the ``eosink-postgres`` data source).
+"""End to end with a real kill, through foreachBatch: the query's process group gets SIGKILL
+in the middle of a batch and starts again from its checkpoint; every source row is in the
+table once, read by plain SQL (see :mod:`killed_query_run`)."""
 
-One task of the batch has staged its rows (its staging table committed), the other stalls
-inside its COPY; the whole process group is killed; the query starts again from the same
-checkpoint. The table, read by plain SQL, holds exactly the source rows; the proofs one row per
-batch; the killed attempt's staging table is an orphan no reader sees, which ``eosink cleanup
-postgres`` lists and drops.
-"""
-
-from __future__ import annotations
-
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections import Counter
-
-import killable_query  # the query the test runs in its own process
-import pytest
-from eosink_postgres.sink import PostgresSink
-from pg_helpers import admin, read_table, staging_tables
-
-from eosink import clock
-from eosink.registry import plugin_manager
-
-FILES, ROWS_PER_FILE = 4, 300
+from killed_query_run import query_killed_mid_batch_and_restarted, started  # noqa: F401
 
 
-def start(work, door, url):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.Popen(
-        [sys.executable, "-m", killable_query.__name__, str(work), door, url],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(work, f"query-{time.monotonic_ns()}.log"), "w"),
-        start_new_session=True,
-    )
-
-
-def proofs(url):
-    with admin(url) as conn:
-        return conn.execute(
-            "SELECT writer_id, batch_id, rows FROM eosink.proofs ORDER BY batch_id"
-        ).fetchall()
-
-
-@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
-def test_query_killed_mid_batch_and_restarted(tmp_path, database, door):
-    os.makedirs(tmp_path / "in")
-    expected = []
-    for n in range(FILES):
-        with open(tmp_path / "in" / f"part-{n}.json", "w") as f:
-            for i in range(ROWS_PER_FILE):
-                f.write(json.dumps({"id": n * 1000 + i, "name": f"r{n}-{i}"}) + "\n")
-                expected.append(n * 1000 + i)
-        # the file source takes files in modification-time order: make it the name order
-        stamp = time.time() - 100 + n
-        os.utime(tmp_path / "in" / f"part-{n}.json", (stamp, stamp))
-    (tmp_path / "armed").touch()
-    query = start(tmp_path, door, database)
-    deadline = time.monotonic() + 240
-    while not (tmp_path / "reached").exists():
-        assert query.poll() is None, "the query ended before reaching the stalled batch"
-        assert time.monotonic() < deadline, "the query never reached the stalled batch"
-        time.sleep(0.2)
-    time.sleep(2)  # the other task of the batch finishes staging its rows
-    os.killpg(query.pid, signal.SIGKILL)
-    query.wait()
-    assert proofs(database) == [("orders", 0, 300), ("orders", 1, 300)]
-    assert len(read_table(database, killable_query.TABLE)) == 600
-    orphans = staging_tables(database)
-    assert orphans, "the killed attempt's finished task left its staging table behind"
-    (tmp_path / "armed").unlink()
-    restarted = start(tmp_path, door, database)
-    assert restarted.wait(timeout=300) == 0
-    held = Counter(r["id"] for r in read_table(database, killable_query.TABLE))
-    assert sorted(held.elements()) == sorted(expected)
-    assert proofs(database) == [("orders", b, 300) for b in range(FILES)]
-    # the operator's cleanup: a dry run lists the orphans, --delete drops them
-    pm = plugin_manager(PostgresSink(url=database, path=killable_query.TABLE))
-    clock.set_clock(lambda: time.time() + 7200)
-    try:
-        dry = pm.hook.cleanup_target(older_than_s=3600, delete=False)
-        assert sorted(x.path for x in dry.removable) == [f"eosink.{n}" for n in orphans]
-        pm.hook.cleanup_target(older_than_s=3600, delete=True)
-    finally:
-        clock.set_clock(None)
-    assert staging_tables(database) == []
-    assert pm.hook.verify_target().ok
+def test_query_killed_mid_batch_and_restarted(tmp_path, database, started):  # noqa: F811
+    query_killed_mid_batch_and_restarted(tmp_path, database, "foreach_batch", started)

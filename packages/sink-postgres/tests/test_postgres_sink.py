@@ -14,7 +14,7 @@ from eosink_postgres.sink import PostgresSink
 from pg_faults import FaultProxy
 from pg_helpers import admin, batch_rows, expected_ids, ids, read_table, run, staging_tables
 
-from eosink import SinkError, clock, hookimpl
+from eosink import EosinkError, SinkError, clock, hookimpl
 from eosink.registry import plugin_manager
 from eosink.testing.faultfs import StoreFault
 from eosink.testing.faults import FaultPlugin, InjectedCrash
@@ -300,3 +300,36 @@ def test_status_verify_and_cleanup(database):
     with admin(database) as conn:  # rows without a proof: verify says so
         conn.execute("INSERT INTO events VALUES (-1, 'by hand')")
     assert "the proofs count 12 rows, the table holds 13" in pm.hook.verify_target().problems
+
+
+def test_password_stays_out_of_logs_errors_and_proofs(database, capsys, caplog):
+    """A batch whose COMMIT reply is lost (the sink logs it), a batch refused for its data, a
+    connection refused for its password: the password shows in no log, error, proof or
+    staging comment."""
+    import structlog
+
+    password = database.split(":")[2].split("@")[0]
+    errors = []
+    with structlog.testing.capture_logs() as events, FaultProxy(database) as proxy:
+        sink = PostgresSink(url=proxy.url, table="events")
+        outcome = run(sink, 0, batch_rows(0), plugins=[ArmAtCommit(proxy, "lost_reply")])
+        assert outcome.status == "committed"
+        bad = pa.record_batch({"id": pa.array([1], pa.int64()), "name": ["a\x00"]})
+        for attempt in (
+            lambda: run(PostgresSink(url=proxy.url, table="events"), 1, [[bad]]),
+            lambda: run(
+                PostgresSink(url=proxy.url.replace(password, password + "x"), table="events"),
+                1,
+                batch_rows(1),
+            ),
+        ):
+            with pytest.raises(EosinkError) as err:
+                attempt()
+            errors.append(str(err.value) + repr(err.value))
+    assert any("commit reply lost" in str(e) for e in events)
+    with admin(database) as conn:
+        stored = str(conn.execute("SELECT * FROM eosink.proofs").fetchall())
+    captured = capsys.readouterr()
+    text = " ".join([str(events), *errors, stored, captured.out, captured.err, caplog.text])
+    assert password not in text
+    assert password not in repr(sink) and password not in repr(sink.options)

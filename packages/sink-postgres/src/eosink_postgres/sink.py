@@ -209,7 +209,11 @@ class PostgresSink(PostgresCommands, eosink.Sink):
             # The connection broke: before COMMIT (nothing landed) or after it was sent (it
             # may have landed). The proof, read once the old session is gone, tells which.
             if self._landed(ctx, state, pid):
-                log.warning("commit reply lost, proof found", batch=ctx.label, error=str(exc))
+                log.warning(
+                    "commit reply lost, proof found",
+                    batch=ctx.label,
+                    error=scrub(str(exc), self.options),
+                )
                 return
             raise SinkError(
                 f"{SINK}: commit of {ctx.label} failed, the connection broke and no proof of "
