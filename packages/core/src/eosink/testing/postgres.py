@@ -33,6 +33,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -237,12 +238,46 @@ def postgres_server_running(**settings: Any) -> Iterator[PostgresServer]:
             open(server.log_path, "a").close()
             os.chown(server.log_path, uid, -1)
         server.start()
+        watchdog = _watchdog(server, root)
         try:
             yield server
         finally:
             server.stop()
+            watchdog.kill()
+            watchdog.wait()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+#: Stops the server and removes its folder when the test process is gone without tearing down
+#: (killed, or ended by a test runner's timeout): the server runs in a session of its own.
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+parent, data, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+while True:
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(1)
+try:  # the server running now (a restart started another process)
+    with open(os.path.join(data, "postmaster.pid")) as f:
+        server = int(f.readline())
+    os.kill(server, signal.SIGINT)
+    for _ in range(300):
+        os.kill(server, 0)
+        time.sleep(0.1)
+except (OSError, ValueError):  # stopped already
+    pass
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def _watchdog(server: PostgresServer, root: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), server.data_dir, root],
+        start_new_session=True,
+    )
 
 
 try:
