@@ -27,6 +27,7 @@ KNOWN_SINKS = {
     "delta": "eosink-delta",
     "yt-dynamic": "eosink-yt-dynamic",
     "yt-static": "eosink-yt-static",
+    "postgres": "eosink-postgres",
 }
 #: Sources maintained with eosink, and the distribution that provides each (named in errors
 #: when an entry point does not say, e.g. sources seen through a build tool's path).

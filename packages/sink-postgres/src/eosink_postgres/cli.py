@@ -1,0 +1,137 @@
+"""The ``postgres`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
+
+``eosink cleanup postgres public.orders -o url=postgresql://writer@db/shop`` lists the staging
+tables of failed attempts at that target (a dry run), ``--delete`` drops those older than
+``--older-than``. A staging table is never referenced by a proof: a commit drops the tables it
+moved in its own transaction, so what is left belongs to an attempt that never committed (or
+to one still running: hence the age threshold).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import sql
+
+from eosink import Proof, clock, hookimpl
+from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
+
+STAGING = "staging table"
+
+
+class PostgresCommands:
+    """Operator hooks of the postgres sink (``PostgresSink`` provides ``connect``/``options``)."""
+
+    options: Any
+    connect: Any
+
+    def _latest_proofs(self, conn: Any, oid: int) -> list[tuple[Proof, str]]:
+        from eosink_postgres import store
+
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT ON (writer_id) proof, mode FROM {} WHERE target_oid = %s "
+                "ORDER BY writer_id, batch_id DESC"
+            ).format(store.ident(self.options.meta_schema, store.PROOFS)),
+            (oid,),
+        ).fetchall()
+        return [(Proof.from_dict(r[0]), r[1]) for r in rows]
+
+    def _target(self, conn: Any) -> int | None:
+        from eosink_postgres import store
+
+        oid = store.target_oid(conn, self.options)
+        return oid if oid is not None and store.meta_ready(conn, self.options) else None
+
+    @hookimpl
+    def target_status(self) -> TargetStatus:
+        from eosink_postgres import store
+
+        with self.connect(autocommit=True) as conn:
+            oid = self._target(conn)
+            proofs = self._latest_proofs(conn, oid) if oid is not None else []
+            staging = (
+                [
+                    s
+                    for s in store.staging_tables(conn, self.options)
+                    if s[1].get("target_oid") == oid
+                ]
+                if oid is not None
+                else []
+            )
+        return TargetStatus(
+            target=self.options.qualified,
+            writers=tuple(p for p, _ in proofs),
+            details={
+                "table_oid": oid,
+                "meta_schema": self.options.meta_schema,
+                "staging_tables": len(staging),
+            },
+        )
+
+    @hookimpl
+    def verify_target(self) -> Verification:
+        """Every writer's progress row agrees with its latest proof; for a target written
+        only by appends, the table holds as many rows as the proofs count."""
+        from eosink_postgres import store
+
+        problems: list[str] = []
+        with self.connect(autocommit=True) as conn:
+            oid = self._target(conn)
+            if oid is None:
+                return Verification(self.options.qualified, 0, ())
+            meta = self.options.meta_schema
+            progress = dict(
+                conn.execute(
+                    sql.SQL("SELECT writer_id, last_batch FROM {} WHERE target_oid = %s").format(
+                        store.ident(meta, store.PROGRESS)
+                    ),
+                    (oid,),
+                ).fetchall()
+            )
+            latest = self._latest_proofs(conn, oid)
+            for proof, _ in latest:
+                if progress.get(proof.writer_id) != proof.batch_id:
+                    problems.append(
+                        f"writer {proof.writer_id!r}: progress says batch "
+                        f"{progress.get(proof.writer_id)}, the latest proof {proof.batch_id}"
+                    )
+            (modes, rows) = conn.execute(
+                sql.SQL(
+                    "SELECT array_agg(DISTINCT mode), coalesce(sum(rows), 0) FROM {} "
+                    "WHERE target_oid = %s"
+                ).format(store.ident(meta, store.PROOFS)),
+                (oid,),
+            ).fetchone()
+            if modes == ["append"]:
+                (held,) = conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}").format(store.target_ident(self.options))
+                ).fetchone()
+                if held != rows:
+                    problems.append(f"the proofs count {rows} rows, the table holds {held}")
+        return Verification(self.options.qualified, len(latest) + 1, tuple(problems))
+
+    @hookimpl
+    def cleanup_target(self, older_than_s: float, delete: bool) -> CleanupReport:
+        """Staging tables of this target's failed attempts (dry run unless ``delete``)."""
+        from eosink_postgres import store
+
+        removable: list[Leftover] = []
+        kept: list[Leftover] = []
+        with self.connect(autocommit=True) as conn:
+            oid = store.target_oid(conn, self.options)
+            now = clock.now()
+            for name, about in store.staging_tables(conn, self.options):
+                if about.get("target_oid") != oid and about.get("target") != self.options.qualified:
+                    continue  # another target's: not ours to judge
+                age = now - float(about.get("created", now))
+                item = Leftover(f"{self.options.meta_schema}.{name}", STAGING, None, age)
+                (removable if age >= older_than_s else kept).append(item)
+            if delete:
+                for item in removable:
+                    conn.execute(
+                        sql.SQL("DROP TABLE IF EXISTS {}").format(
+                            store.ident(self.options.meta_schema, item.path.split(".", 1)[1])
+                        )
+                    )
+        return CleanupReport(self.options.qualified, tuple(removable), tuple(kept), delete)

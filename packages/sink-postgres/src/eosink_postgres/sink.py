@@ -1,0 +1,525 @@
+"""Exactly-once into a PostgreSQL table: staged binary COPY, then one transaction.
+
+* ``write`` (executors): each task attempt COPYs its rows (binary COPY from Arrow) into a
+  staging table of its own, named after writer, batch, the attempt's tag and Spark's
+  ``taskAttemptId``, created UNLOGGED in the same transaction as the COPY (a crash loses only
+  staging; a failed COPY leaves no table). No task touches the target.
+* ``commit`` (driver), one transaction: lock this writer's progress row (``FOR UPDATE``), skip
+  if the batch is recorded, move the rows of exactly the staging tables the messages name into
+  the target (``append``; ``complete`` deletes the target's rows first; ``upsert``:
+  ``INSERT ... ON CONFLICT (key) DO UPDATE``), record the proof keyed by the target's OID, drop
+  those staging tables, commit. Readers see the rows and the proof together or neither.
+* A commit whose reply is lost (the connection dropped after COMMIT was sent) is settled by
+  ending the old session and reading the proof: this attempt's proof there means it landed.
+* ``abort`` drops only this attempt's staging tables: a landed commit dropped them already, so
+  nothing it finds was ever published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import psycopg
+import pyarrow as pa
+import structlog
+from psycopg import errors as pg_errors
+from psycopg import sql
+
+import eosink
+from eosink import (
+    AlreadyCommitted,
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    SinkError,
+    clock,
+    crash_point,
+    hookimpl,
+)
+from eosink_postgres import store
+from eosink_postgres.cli import PostgresCommands
+from eosink_postgres.options import SINK, PostgresOptions, scrub
+from eosink_postgres.schema import check_target, create_target
+from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote
+
+log = structlog.get_logger("eosink.postgres")
+
+#: How long a commit whose reply was lost waits for its old session to end before reading the
+#: proof (the old session may still be finishing the COMMIT).
+SETTLE_TIMEOUT_S = 30.0
+
+
+@attrs.frozen
+class PostgresState:
+    """What ``init`` hands every ``write``: where to stage, and the target as ``init`` saw it."""
+
+    tag: str  # this attempt of the batch (random): staging names and the proof carry it
+    prefix: str  # the start of the names of this attempt's staging tables
+    target_oid: int
+    columns: tuple[str, ...]
+
+
+@attrs.frozen
+class PostgresMessage:
+    """One task attempt's staging table (None: its partition was empty) and its row count."""
+
+    table: str | None
+    rows: int
+
+
+class PostgresSink(PostgresCommands, eosink.Sink):
+    """Exactly-once into a PostgreSQL table; the batch's rows and proof in one transaction."""
+
+    name = "postgres"
+    Options = PostgresOptions
+    options: PostgresOptions
+
+    def __init__(self, options: Any = None, /, **kwargs: Any) -> None:
+        if isinstance(options, Mapping) or options is None:
+            merged = {**(options or {}), **kwargs}
+            path = next((k for k in merged if k.lower() == "path"), None)
+            if path is not None:  # Spark's .start(path) and the eosink command's TARGET
+                value = merged.pop(path)
+                if not any(k.lower() == "table" for k in merged):
+                    merged["table"] = value
+            super().__init__(merged)
+        else:
+            super().__init__(options, **kwargs)
+
+    @contextlib.contextmanager
+    def connect(self, *, autocommit: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        """A connection to the target's database; server errors that escape become eosink
+        errors without secrets. One idle connection is kept for the next hook of this sink
+        instance (a batch's ``is_committed``, ``init`` and ``commit`` share it on the driver:
+        a connection costs more than the statements of a small batch)."""
+        conn = self._take(autocommit)
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            conn.close()
+            raise store.sql_error(exc, self.options, "PostgreSQL error") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._give(conn)
+
+    def _take(self, autocommit: bool) -> psycopg.Connection[Any]:
+        conn, self._idle = getattr(self, "_idle", None), None
+        if conn is not None and (_stale(conn) or self._owner != os.getpid()):
+            if self._owner == os.getpid():
+                conn.close()
+            conn = None
+        if conn is None:
+            conn = store.connect(self.options)
+            self._owner = os.getpid()
+        conn.autocommit = autocommit
+        return conn
+
+    def _give(self, conn: psycopg.Connection[Any]) -> None:
+        """Keep ``conn`` for the next hook if it is healthy and outside a transaction."""
+        idle = psycopg.pq.TransactionStatus.IDLE
+        if conn.closed or conn.broken or conn.info.transaction_status != idle:
+            conn.close()
+        elif getattr(self, "_idle", None) is None:
+            self._idle = conn
+        else:
+            conn.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sinks travel to executors and Spark's workers: without the driver's connection."""
+        state = dict(self.__dict__)
+        state.pop("_idle", None)
+        state.pop("_owner", None)
+        return state
+
+    # -- driver ----------------------------------------------------------------------------
+    @hookimpl
+    def is_committed(self, ctx: BatchContext) -> Proof | None:
+        with self.connect(autocommit=True) as conn:
+            oid = store.target_oid(conn, self.options)
+            if oid is None or not store.meta_ready(conn, self.options):
+                return None
+            found = store.read_proof(conn, self.options, oid, ctx.writer_id, ctx.batch_id)
+        return found[0] if found else None
+
+    @hookimpl
+    def init(self, ctx: BatchContext, schema: pa.Schema) -> PostgresState:
+        options = self.options
+        if ctx.mode == "complete" and options.mode == "upsert":
+            raise ConfigurationError(
+                f"{SINK}: mode 'upsert' and Spark's complete output mode exclude each other: "
+                "complete replaces the table; use outputMode('update'/'append') for upserts"
+            )
+        for field in schema:
+            pg_type(field)  # every column has a type here, or a clear error now
+        with self.connect() as conn:
+            try:
+                with conn.transaction():
+                    (read_only,) = conn.execute("SHOW transaction_read_only").fetchone()
+                    if read_only == "on":
+                        raise store.sql_error(
+                            pg_errors.ReadOnlySqlTransaction("the session is read-only"),
+                            options,
+                            "init",
+                        )
+                    store.ensure_meta(conn, options)
+                    oid = store.target_oid(conn, options)
+                    if oid is None:
+                        if not options.create_table:
+                            raise ConfigurationError(
+                                f"{SINK}: table {options.qualified} does not exist; create it, "
+                                "or set option create_table=true to create it from the "
+                                "stream's schema"
+                            )
+                        oid = create_target(conn, options, schema)
+                    check_target(conn, options, oid, schema, ctx.mode)
+            except psycopg.Error as exc:
+                raise store.sql_error(exc, options, f"preparing {options.qualified}") from None
+        tag = uuid.uuid4().hex
+        return PostgresState(
+            tag=tag,
+            prefix=store.staging_prefix(ctx.writer_id, ctx.batch_id, tag),
+            target_oid=oid,
+            columns=tuple(schema.names),
+        )
+
+    @hookimpl
+    def commit(
+        self,
+        ctx: BatchContext,
+        state: PostgresState,
+        messages: list[PostgresMessage],
+        proof: Proof,
+    ) -> None:
+        staged = [m for m in messages if m is not None and m.table is not None]
+        conn = self._take(autocommit=False)
+        pid = conn.info.backend_pid  # the session a lost COMMIT reply leaves behind
+        try:
+            self._commit(conn, ctx, state, staged, proof)
+            self._give(conn)
+        except psycopg.OperationalError as exc:
+            # The connection broke: before COMMIT (nothing landed) or after it was sent (it
+            # may have landed). The proof, read once the old session is gone, tells which.
+            if self._landed(ctx, state, pid):
+                log.warning(
+                    "commit reply lost, proof found",
+                    batch=ctx.label,
+                    error=scrub(str(exc), self.options),
+                )
+                return
+            raise SinkError(
+                f"{SINK}: commit of {ctx.label} failed, the connection broke and no proof of "
+                f"this attempt is in the target: {scrub(str(exc), self.options)}"
+            ) from None
+        except pg_errors.CardinalityViolation as exc:
+            raise self._duplicate_keys_error(ctx, exc) from None
+        except psycopg.Error as exc:
+            raise store.sql_error(exc, self.options, f"commit of {ctx.label}") from None
+        finally:
+            if getattr(self, "_idle", None) is not conn:
+                conn.close()
+
+    def _commit(
+        self,
+        conn: psycopg.Connection[Any],
+        ctx: BatchContext,
+        state: PostgresState,
+        staged: list[PostgresMessage],
+        proof: Proof,
+    ) -> None:
+        options = self.options
+        meta = options.meta_schema
+        target = store.target_ident(options)
+        with conn.transaction():
+            conn.execute(
+                sql.SQL("SET LOCAL lock_timeout = {}").format(
+                    sql.Literal(f"{int(options.lock_timeout_s * 1000)}ms")
+                )
+            )
+            oid = store.target_oid(conn, options)
+            if oid != state.target_oid:
+                raise SinkError(
+                    f"{SINK}: table {options.qualified} was dropped or replaced while batch "
+                    f"{ctx.label} ran; nothing was written, the batch runs again on restart"
+                )
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (target_oid, writer_id, last_batch) VALUES (%s, %s, -1) "
+                    "ON CONFLICT DO NOTHING"
+                ).format(store.ident(meta, store.PROGRESS)),
+                (oid, ctx.writer_id),
+            )
+            (last,) = conn.execute(
+                sql.SQL(
+                    "SELECT last_batch FROM {} WHERE target_oid = %s AND writer_id = %s FOR UPDATE"
+                ).format(store.ident(meta, store.PROGRESS)),
+                (oid, ctx.writer_id),
+            ).fetchone()
+            if last >= ctx.batch_id:
+                raise AlreadyCommitted(f"{ctx.label}: batch {last} is already committed")
+            if ctx.mode == "complete":
+                conn.execute(sql.SQL("DELETE FROM {}").format(target))
+            expected = sum(m.rows for m in staged)
+            moved = self._move(conn, state, staged) if staged else 0
+            if moved != expected:
+                raise SinkError(
+                    f"{SINK}: the staging tables of {ctx.label} hold {moved} rows, the tasks "
+                    f"reported {expected}; nothing was written, the batch runs again on restart"
+                )
+            crash_point("commit:rows-moved")
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET last_batch = %s WHERE target_oid = %s AND writer_id = %s"
+                ).format(store.ident(meta, store.PROGRESS)),
+                (ctx.batch_id, oid, ctx.writer_id),
+            )
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (target_oid, writer_id, batch_id, attempt, target, mode, rows, "
+                    "fingerprint, query_id, checkpoint, committed_at, proof) VALUES (%s, %s, %s, "
+                    "%s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
+                ).format(store.ident(meta, store.PROOFS)),
+                (
+                    oid,
+                    ctx.writer_id,
+                    ctx.batch_id,
+                    state.tag,
+                    options.qualified,
+                    "complete" if ctx.mode == "complete" else options.mode,
+                    proof.rows,
+                    proof.fingerprint,
+                    proof.query_id,
+                    proof.checkpoint,
+                    proof.committed_at,
+                    json.dumps(proof.to_dict()),
+                ),
+            )
+            crash_point("commit:proof-written")
+            # The moved tables, and those of this attempt's failed task attempts (Spark
+            # retried them; their rows are not in the batch), never published either.
+            failed = {n for n, _ in store.staging_tables(conn, options, state.prefix)}
+            drop = sorted({m.table for m in staged if m.table} | failed)
+            if drop:
+                conn.execute(
+                    sql.SQL("DROP TABLE {}").format(
+                        sql.SQL(", ").join(store.ident(meta, name) for name in drop)
+                    )
+                )
+            crash_point("commit:before-commit")
+        # leaving the block sent COMMIT and read its reply
+
+    def _move(
+        self, conn: psycopg.Connection[Any], state: PostgresState, staged: list[PostgresMessage]
+    ) -> int:
+        """Insert the rows of exactly the named staging tables; returns how many."""
+        options = self.options
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in state.columns)
+        source = sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT {} FROM {}").format(cols, store.ident(options.meta_schema, m.table))
+            for m in staged
+        )
+        target = store.target_ident(options)
+        if options.mode == "upsert":
+            self._check_keys(conn, source)
+            keys = sql.SQL(", ").join(sql.Identifier(k) for k in options.key)
+            others = [c for c in state.columns if c not in options.key]
+            action = (
+                sql.SQL("DO UPDATE SET ")
+                + sql.SQL(", ").join(
+                    sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in others
+                )
+                if others
+                else sql.SQL("DO NOTHING")
+            )
+            query = (
+                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM ({}) s ON CONFLICT ({}) ").format(
+                    target, cols, cols, source, keys
+                )
+                + action
+            )
+        else:
+            query = sql.SQL("INSERT INTO {} ({}) {}").format(target, cols, source)
+        cur = conn.execute(query)
+        return cur.rowcount if others_or_append(options, state) else self._count(conn, source)
+
+    def _count(self, conn: psycopg.Connection[Any], source: sql.Composable) -> int:
+        (n,) = conn.execute(sql.SQL("SELECT count(*) FROM ({}) s").format(source)).fetchone()
+        return int(n)
+
+    def _check_keys(self, conn: psycopg.Connection[Any], source: sql.Composable) -> None:
+        """Refuse a batch with a row without key or two rows on one key, naming the fix."""
+        keys = sql.SQL(", ").join(sql.Identifier(k) for k in self.options.key)
+        null = sql.SQL(" OR ").join(
+            sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in self.options.key
+        )
+        (nulls,) = conn.execute(
+            sql.SQL("SELECT count(*) FROM ({}) s WHERE {}").format(source, null)
+        ).fetchone()
+        if nulls:
+            raise ConfigurationError(
+                f"{SINK}: {nulls} row(s) of the batch have a null key column "
+                f"({', '.join(self.options.key)}); upserts need a key in every row: filter them "
+                "out or fill the key in the query"
+            )
+        dup = conn.execute(
+            sql.SQL(
+                "SELECT {}, count(*) FROM ({}) s GROUP BY {} HAVING count(*) > 1 LIMIT 1"
+            ).format(keys, source, keys)
+        ).fetchone()
+        if dup is not None:
+            raise ConfigurationError(
+                f"{SINK}: {dup[-1]} rows of one batch have the same key "
+                f"({', '.join(self.options.key)}) = {tuple(dup[:-1])!r}; an upsert cannot "
+                "apply two rows to one key in one statement: deduplicate the batch in the "
+                "query (e.g. keep the latest row per key)"
+            )
+
+    def _duplicate_keys_error(self, ctx: BatchContext, exc: Exception) -> ConfigurationError:
+        return ConfigurationError(
+            f"{SINK}: two rows of {ctx.label} have the same key ({', '.join(self.options.key)}):"
+            f" {scrub(str(exc), self.options)}; deduplicate the batch in the query"
+        )
+
+    def _landed(self, ctx: BatchContext, state: PostgresState, old_pid: int | None) -> bool:
+        """Whether this attempt's proof is in the target, once the old session has ended."""
+        with self.connect(autocommit=True) as conn:
+            if old_pid:
+                conn.execute("SELECT pg_terminate_backend(%s)", (old_pid,))
+                deadline = time.monotonic() + SETTLE_TIMEOUT_S
+                while conn.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (old_pid,)
+                ).fetchone():
+                    if time.monotonic() > deadline:
+                        raise SinkError(
+                            f"{SINK}: commit of {ctx.label}: the reply was lost and the old "
+                            f"session {old_pid} did not end in {SETTLE_TIMEOUT_S:.0f} s; the "
+                            "batch is in doubt until it does (the next run settles it)"
+                        )
+                    time.sleep(0.05)
+            found = store.read_proof(
+                conn, self.options, state.target_oid, ctx.writer_id, ctx.batch_id
+            )
+        return found is not None and found[0].batch_id == ctx.batch_id and found[1] == state.tag
+
+    @hookimpl
+    def abort(
+        self, ctx: BatchContext, state: PostgresState | None, messages: list[PostgresMessage | None]
+    ) -> None:
+        """Drop this attempt's staging tables (those its messages name, and any of its tasks
+        that failed after creating one). A landed commit dropped them in its transaction, so
+        whatever is left was never published."""
+        if state is None:
+            return
+        with self.connect(autocommit=True) as conn:
+            names = {m.table for m in messages if m is not None and m.table}
+            names |= {name for name, _ in store.staging_tables(conn, self.options, state.prefix)}
+            for name in sorted(names):
+                conn.execute(
+                    sql.SQL("DROP TABLE IF EXISTS {}").format(
+                        store.ident(self.options.meta_schema, name)
+                    )
+                )
+
+    # -- executors -------------------------------------------------------------------------
+    @hookimpl
+    def write(
+        self,
+        ctx: BatchContext,
+        state: PostgresState,
+        partition_id: int,
+        attempt: int,
+        batches: Iterator[pa.RecordBatch],
+    ) -> PostgresMessage:
+        name = store.staging_name(state.prefix, partition_id, attempt)
+        table = store.ident(self.options.meta_schema, name)
+        rows = 0
+        with self.connect() as conn, contextlib.ExitStack() as stack:
+            self._refuse_late_attempt(conn, ctx, state)
+            copy = None
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if copy is None:
+                    copy = self._start_copy(conn, stack, ctx, state, table, name, batch.schema)
+                for row in copy_rows(batch):
+                    copy.write_row(row)
+                rows += batch.num_rows
+            stack.close()  # ends the COPY
+            conn.commit()  # the staging table and its rows appear together
+        return PostgresMessage(table=name if rows else None, rows=rows)
+
+    def _refuse_late_attempt(
+        self, conn: psycopg.Connection[Any], ctx: BatchContext, state: PostgresState
+    ) -> None:
+        """A task attempt that starts after its batch was committed (an old stage attempt
+        Spark no longer waits for) stages nothing: its table would only be an orphan."""
+        done = conn.execute(
+            sql.SQL(
+                "SELECT 1 FROM {} WHERE target_oid = %s AND writer_id = %s AND batch_id >= %s "
+                "LIMIT 1"
+            ).format(store.ident(self.options.meta_schema, store.PROOFS)),
+            (state.target_oid, ctx.writer_id, ctx.batch_id),
+        ).fetchone()
+        if done:
+            raise SinkError(
+                f"{SINK}: {ctx.label} is already committed; this late task attempt stages nothing"
+            )
+
+    def _start_copy(
+        self,
+        conn: psycopg.Connection[Any],
+        stack: contextlib.ExitStack,
+        ctx: BatchContext,
+        state: PostgresState,
+        table: sql.Identifier,
+        name: str,
+        schema: pa.Schema,
+    ) -> Any:
+        conn.execute(
+            sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(table, sql.SQL(columns_sql(schema)))
+        )
+        about = {
+            "target": self.options.qualified,
+            "target_oid": state.target_oid,
+            "writer": ctx.writer_id,
+            "batch": ctx.batch_id,
+            "attempt": state.tag,
+            "created": clock.now(),
+        }
+        conn.execute(
+            sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(json.dumps(about)))
+        )
+        cols = sql.SQL(", ").join(sql.SQL(quote(n)) for n in schema.names)
+        copy = stack.enter_context(
+            conn.cursor().copy(
+                sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, cols)
+            )
+        )
+        copy.set_types([copy_type(pg_type(f)) for f in schema])
+        return copy
+
+
+def _stale(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a kept connection is unusable: closed, broken, or with something to read while
+    idle (the server ended the session: a restart, a terminated backend)."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+def others_or_append(options: PostgresOptions, state: PostgresState) -> bool:
+    """Whether an INSERT's row count is the number of rows it was given (not for an upsert
+    that only inserts: ``DO NOTHING`` counts only the new rows)."""
+    return options.mode != "upsert" or any(c not in options.key for c in state.columns)

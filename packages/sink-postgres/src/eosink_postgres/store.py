@@ -1,0 +1,220 @@
+"""The sink's SQL: connections, the catalog questions it asks, and its own tables.
+
+Two tables in the meta schema (``eosink`` by default) hold the bookkeeping, next to the data in
+the same database so that one transaction covers both:
+
+* ``progress (target_oid, writer_id, last_batch)``: one row per writer of a target; a commit
+  locks it ``FOR UPDATE``, so two commits of one writer into one target run one after the
+  other, and the second sees the first's batch;
+* ``proofs (target_oid, writer_id, batch_id, attempt, ...)``: one row per committed batch.
+
+Both are keyed by the target's OID, not its name: a table dropped and created again under the
+same name is a new target, without the old table's proofs. Staging tables live in the meta
+schema too, one UNLOGGED table per task attempt, with a comment (JSON) saying whose they are and
+since when, for ``eosink cleanup``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import sql
+
+from eosink import ConfigurationError, Proof, SinkError
+from eosink_postgres.options import SINK, PostgresOptions, scrub
+
+PROGRESS = "progress"
+PROOFS = "proofs"
+STAGING_PREFIX = "stg_"
+MAX_IDENTIFIER = 63  # PostgreSQL cuts longer names (NAMEDATALEN - 1)
+#: Serializes the creation of the meta schema and of missing targets across writers.
+SETUP_LOCK = 0x656F73696E6B  # "eosink"
+
+
+def connect(options: PostgresOptions, *, autocommit: bool = False) -> psycopg.Connection[Any]:
+    """A connection to the target's database; connection failures as errors naming the fix."""
+    conninfo = options.conninfo()
+    try:
+        return psycopg.connect(conninfo, autocommit=autocommit)
+    except psycopg.OperationalError as exc:
+        raise connection_error(exc, options) from None
+
+
+def connection_error(exc: Exception, options: PostgresOptions) -> EosinkErrorType:
+    """What a failed connection attempt means for the user, without any secret in it."""
+    text = scrub(str(exc).strip(), options)
+    lowered = text.lower()
+    if "password authentication failed" in lowered or "no password supplied" in lowered:
+        return ConfigurationError(
+            f"{SINK}: the server refused the credentials ({text}); check options user and "
+            "password (or the url's)"
+        )
+    if "connection refused" in lowered or "could not translate host name" in lowered:
+        return ConfigurationError(
+            f"{SINK}: no PostgreSQL server answers there ({text}); check options host and "
+            "port (or the url), and that the server runs and listens on that address"
+        )
+    if "does not exist" in lowered and "database" in lowered:
+        return ConfigurationError(f"{SINK}: {text}; check option dbname (or the url's)")
+    return SinkError(f"{SINK}: cannot connect to PostgreSQL: {text}")
+
+
+EosinkErrorType = ConfigurationError | SinkError
+
+
+def ident(*parts: str) -> sql.Identifier:
+    return sql.Identifier(*parts)
+
+
+def target_ident(options: PostgresOptions) -> sql.Identifier:
+    return sql.Identifier(*options.target)
+
+
+def target_oid(conn: psycopg.Connection[Any], options: PostgresOptions) -> int | None:
+    """The OID of the target table (None: there is none). Views and other relations are
+    refused: only a table holds rows and proofs in one transaction."""
+    row = conn.execute(
+        "SELECT c.oid, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relname = %s",
+        options.target,
+    ).fetchone()
+    if row is None:
+        return None
+    if row[1] not in ("r", "p"):
+        raise ConfigurationError(
+            f"{SINK}: {options.qualified} is not a table (relkind {row[1]!r}); give a table"
+        )
+    return int(row[0])
+
+
+def meta_ready(conn: psycopg.Connection[Any], options: PostgresOptions) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+        (f"{options.meta_schema}.{PROGRESS}", f"{options.meta_schema}.{PROOFS}"),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_meta(conn: psycopg.Connection[Any], options: PostgresOptions) -> None:
+    """Create the meta schema and its tables if missing (in the caller's transaction)."""
+    if meta_ready(conn, options):
+        return
+    meta = options.meta_schema
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK,))
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(meta)))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (target_oid oid NOT NULL, writer_id text NOT NULL, "
+            "last_batch bigint NOT NULL, PRIMARY KEY (target_oid, writer_id))"
+        ).format(ident(meta, PROGRESS))
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (target_oid oid NOT NULL, writer_id text NOT NULL, "
+            "batch_id bigint NOT NULL, attempt text NOT NULL, target text NOT NULL, "
+            "mode text NOT NULL, rows bigint, fingerprint text, query_id text, checkpoint text, "
+            "committed_at timestamptz NOT NULL DEFAULT now(), proof jsonb NOT NULL, "
+            "PRIMARY KEY (target_oid, writer_id, batch_id))"
+        ).format(ident(meta, PROOFS))
+    )
+
+
+def read_proof(
+    conn: psycopg.Connection[Any], options: PostgresOptions, oid: int, writer_id: str, batch_id: int
+) -> tuple[Proof, str] | None:
+    """The proof of exactly ``batch_id`` if there is one, else the latest later one, with the
+    attempt tag of the commit that wrote it (two index lookups, whatever the history's length)."""
+    table = ident(options.meta_schema, PROOFS)
+    row = conn.execute(
+        sql.SQL(
+            "(SELECT proof, attempt FROM {t} WHERE target_oid = %s AND writer_id = %s "
+            "AND batch_id = %s) UNION ALL (SELECT proof, attempt FROM {t} WHERE target_oid = %s "
+            "AND writer_id = %s AND batch_id > %s ORDER BY batch_id DESC LIMIT 1) LIMIT 1"
+        ).format(t=table),
+        (oid, writer_id, batch_id, oid, writer_id, batch_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return Proof.from_dict(row[0]), row[1]
+
+
+def table_columns(conn: psycopg.Connection[Any], oid: int) -> dict[str, tuple[str, bool, bool]]:
+    """name -> (type as format_type writes it, NOT NULL, has a default), in column order."""
+    rows = conn.execute(
+        "SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef OR "
+        "attidentity <> '' OR attgenerated <> '' FROM pg_attribute WHERE attrelid = %s "
+        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        (oid,),
+    ).fetchall()
+    return {r[0]: (r[1], bool(r[2]), bool(r[3])) for r in rows}
+
+
+def unique_keys(conn: psycopg.Connection[Any], oid: int) -> list[frozenset[str]]:
+    """The column sets of the table's unique indexes (primary key included), non-partial."""
+    rows = conn.execute(
+        "SELECT array_agg(a.attname::text) FROM pg_index i "
+        "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+        "WHERE i.indrelid = %s AND i.indisunique AND i.indpred IS NULL "
+        "AND i.indexprs IS NULL GROUP BY i.indexrelid",
+        (oid,),
+    ).fetchall()
+    return [frozenset(r[0]) for r in rows]
+
+
+def staging_prefix(writer_id: str, batch_id: int, tag: str) -> str:
+    """The start of every staging table's name of one attempt of a batch (``abort`` drops by
+    it): writer (hashed: ids may be long or hold any character), batch, attempt tag."""
+    writer = hashlib.sha1(writer_id.encode()).hexdigest()[:8]  # noqa: S324 - a name, not a secret
+    return f"{STAGING_PREFIX}{writer}_{batch_id}_{tag[:8]}_"
+
+
+def staging_name(prefix: str, partition_id: int, attempt: int) -> str:
+    """A staging table's name, unique per task attempt (Spark's ``taskAttemptId``), never
+    longer than PostgreSQL keeps (a cut name could collide with another attempt's)."""
+    rest = f"p{partition_id}_a{attempt}"
+    if len(prefix) + len(rest) > MAX_IDENTIFIER:
+        rest = hashlib.sha1(rest.encode()).hexdigest()[: MAX_IDENTIFIER - len(prefix)]  # noqa: S324
+    return prefix + rest
+
+
+def staging_tables(
+    conn: psycopg.Connection[Any], options: PostgresOptions, prefix: str = STAGING_PREFIX
+) -> list[tuple[str, dict[str, Any]]]:
+    """Staging tables in the meta schema whose name starts with ``prefix``, with their
+    comments (who made them, when)."""
+    rows = conn.execute(
+        "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' "
+        "AND starts_with(c.relname, %s) ORDER BY c.relname",
+        (options.meta_schema, prefix),
+    ).fetchall()
+    found = []
+    for name, comment in rows:
+        try:
+            about = json.loads(comment) if comment else {}
+        except ValueError:
+            about = {}
+        found.append((str(name), about if isinstance(about, dict) else {}))
+    return found
+
+
+def sql_error(exc: Exception, options: PostgresOptions, doing: str) -> EosinkErrorType:
+    """A server error as an eosink error naming the fix where there is one; no secrets."""
+    text = scrub(str(exc).strip(), options)
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return ConfigurationError(
+            f"{SINK}: {doing}: {text}. The sink's role needs SELECT, INSERT (UPDATE for upsert, "
+            f"DELETE for complete) on {options.qualified}, and CREATE on the database (or on "
+            f"schema {options.meta_schema!r}, with its tables) for its staging and proofs"
+        )
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        return ConfigurationError(
+            f"{SINK}: {doing}: {text}. The connection is read-only (a standby, or "
+            "default_transaction_read_only for this role or database): connect to the primary "
+            "with a role that may write"
+        )
+    return SinkError(f"{SINK}: {doing}: {text}")

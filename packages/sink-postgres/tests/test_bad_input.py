@@ -1,0 +1,193 @@
+"""Bad input: each a clear error naming the fix, nothing written, no secret in the text."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+
+import pyarrow as pa
+import pytest
+from eosink_postgres.sink import PostgresSink
+from pg_helpers import admin, batch_rows, read_table, run, staging_tables
+
+from eosink import ConfigurationError, EosinkError
+
+SECRET = "s3cr3t-Pa55"  # noqa: S105 - a test role's
+
+
+@pytest.fixture
+def writer_role(database):
+    """A role that may write (owner of a schema of its own), with a known password."""
+    with admin(database) as conn:
+        conn.execute(f"CREATE ROLE writer LOGIN PASSWORD '{SECRET}'")
+        conn.execute("GRANT CREATE ON DATABASE " + database.rsplit("/", 1)[1] + " TO writer")
+        conn.execute("GRANT ALL ON SCHEMA public TO writer")
+    yield database.replace("postgres:eosink-test-postgres-password@", f"writer:{SECRET}@")
+    with admin(database) as conn:
+        conn.execute("DROP OWNED BY writer")
+        conn.execute("DROP ROLE writer")
+
+
+def test_wrong_password(database, writer_role):
+    url = writer_role.replace(SECRET, "wrong-" + SECRET)
+    sink = PostgresSink(url=url, table="events")
+    with pytest.raises(ConfigurationError, match="check options user and password") as err:
+        run(sink, 0, batch_rows(0))
+    assert SECRET not in str(err.value) and "wrong-" not in str(err.value)
+    assert read_table(database, "events") == []
+
+
+def test_refused_connection(database):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://writer:{SECRET}@127.0.0.1:{port}/db"
+    with pytest.raises(ConfigurationError, match="check options host and port") as err:
+        run(PostgresSink(url=url, table="events"), 0, batch_rows(0))
+    assert SECRET not in str(err.value)
+
+
+def test_password_masked_in_repr_and_options(database):
+    sink = PostgresSink(url=f"postgresql://u:{SECRET}@h/db", table="t")
+    other = PostgresSink(host="h", user="u", password=SECRET, table="t")
+    keyword = PostgresSink(url=f"host=h user=u password={SECRET} dbname=db", table="t")
+    for s in (sink, other, keyword):
+        assert SECRET not in repr(s) and SECRET not in repr(s.options)
+        assert "***" in repr(s.options)
+
+
+def test_missing_table_without_create(database):
+    sink = PostgresSink(url=database, table="public.events", create_table=False)
+    with pytest.raises(ConfigurationError, match="does not exist.*create_table=true"):
+        run(sink, 0, batch_rows(0))
+    assert read_table(database, "events") == []
+
+
+@pytest.mark.parametrize(
+    ("ddl", "match"),
+    [
+        ("id bigint, name integer", r"column 'name' is integer in the table, the stream's is text"),
+        ("id bigint", r"column 'name' \(text\) is not in the table"),
+        ("id bigint, name text, extra int NOT NULL", r"'extra' is NOT NULL without default"),
+        ("id integer, name text", r"column 'id' is integer in the table, the stream's is bigint"),
+    ],
+)
+def test_schema_mismatch(database, ddl, match):
+    with admin(database) as conn:
+        conn.execute(f"CREATE TABLE events ({ddl})")
+    sink = PostgresSink(url=database, table="events")
+    with pytest.raises(ConfigurationError, match=match):
+        run(sink, 0, batch_rows(0))
+    assert read_table(database, "events") == []
+    assert staging_tables(database) == []
+
+
+def test_timestamp_kinds_are_not_mixed(database):
+    """Spark's TimestampType (an instant) into a timestamp-without-time-zone column would
+    shift values by the session's zone: refused, naming both kinds."""
+    with admin(database) as conn:
+        conn.execute("CREATE TABLE events (id bigint, at timestamp)")
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1], pa.int64()),
+            "at": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC")
+            ),
+        }
+    )
+    with pytest.raises(ConfigurationError, match="TimestampType"):
+        run(PostgresSink(url=database, table="events"), 0, [[batch]])
+
+
+def test_wider_columns_are_accepted(database):
+    with admin(database) as conn:
+        conn.execute("CREATE TABLE events (id numeric(30,0), name varchar(20), note text)")
+    run(PostgresSink(url=database, table="events"), 0, batch_rows(0))
+    assert len(read_table(database, "events")) == 6
+
+
+def test_read_only_role(database):
+    with admin(database) as conn:
+        conn.execute("CREATE TABLE events (id bigint, name text)")
+        conn.execute(f"CREATE ROLE reader LOGIN PASSWORD '{SECRET}'")
+        conn.execute("GRANT SELECT ON events TO reader")
+    url = database.replace("postgres:eosink-test-postgres-password@", f"reader:{SECRET}@")
+    try:
+        with pytest.raises(
+            ConfigurationError, match="permission denied.*role needs SELECT, INSERT"
+        ) as err:
+            run(PostgresSink(url=url, table="events"), 0, batch_rows(0))
+        assert SECRET not in str(err.value)
+        # a role whose sessions are read-only (as on a standby)
+        with admin(database) as conn:
+            conn.execute("ALTER ROLE reader SET default_transaction_read_only = on")
+            conn.execute("GRANT ALL ON events TO reader")
+            conn.execute("GRANT ALL ON SCHEMA public TO reader")
+        with pytest.raises(ConfigurationError, match="read-only"):
+            run(PostgresSink(url=url, table="events"), 0, batch_rows(0))
+        assert read_table(database, "events") == []
+    finally:
+        with admin(database) as conn:
+            conn.execute("DROP OWNED BY reader")
+            conn.execute("DROP ROLE reader")
+
+
+def test_upsert_without_key():
+    with pytest.raises(ConfigurationError, match="needs option key"):
+        PostgresSink(url="postgresql://h/db", table="t", mode="upsert")
+    with pytest.raises(ConfigurationError, match="mode 'upsert'"):
+        PostgresSink(url="postgresql://h/db", table="t", key="id")
+
+
+def test_upsert_without_unique_constraint(database):
+    with admin(database) as conn:
+        conn.execute("CREATE TABLE events (id bigint, name text)")
+    sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
+    with pytest.raises(ConfigurationError, match=r"ADD UNIQUE \(id\)"):
+        run(sink, 0, batch_rows(0))
+    assert read_table(database, "events") == []
+
+
+def test_upsert_duplicate_keys_in_one_batch(database):
+    sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
+    run(sink, 0, batch_rows(0))
+    dup = pa.record_batch({"id": pa.array([7, 7], pa.int64()), "name": ["a", "b"]})
+    with pytest.raises(
+        ConfigurationError, match=r"2 rows of one batch have the same key \(id\) = \(7,\)"
+    ):
+        run(sink, 1, [[dup]])
+    assert len(read_table(database, "events")) == 6
+    assert staging_tables(database) == []
+
+
+def test_upsert_null_key(database):
+    sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
+    rows = pa.record_batch({"id": pa.array([1, None], pa.int64()), "name": ["a", "b"]})
+    with pytest.raises(ConfigurationError, match="null key column"):
+        run(sink, 0, [[rows]])
+    assert read_table(database, "events") == []
+
+
+def test_nul_character_in_text(database):
+    rows = pa.record_batch({"id": pa.array([1], pa.int64()), "name": ["a\x00b"]})
+    with pytest.raises(ConfigurationError, match=r"column 'name' holds the NUL character"):
+        run(PostgresSink(url=database, table="events"), 0, [[rows]])
+    assert read_table(database, "events") == []
+    assert staging_tables(database) == []
+
+
+def test_unmapped_type(database):
+    rows = pa.record_batch({"id": pa.array([1], pa.int64()), "d": pa.array([1], pa.duration("s"))})
+    with pytest.raises(ConfigurationError, match="column 'd' has type duration"):
+        run(PostgresSink(url=database, table="events"), 0, [[rows]])
+
+
+def test_not_a_table_name():
+    with pytest.raises(ConfigurationError, match=r"\[schema.\]table"):
+        PostgresSink(url="postgresql://h/db", table="a.b.c")
+
+
+def test_complete_with_upsert(database):
+    sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
+    with pytest.raises(EosinkError, match="exclude each other"):
+        run(sink, 0, batch_rows(0), mode="complete")
