@@ -29,7 +29,6 @@ from typing import Any
 import attrs
 import psycopg
 import pyarrow as pa
-import structlog
 from psycopg import errors as pg_errors
 from psycopg import sql
 
@@ -44,13 +43,14 @@ from eosink import (
     crash_point,
     hookimpl,
 )
+from eosink.logs import get_logger
 from eosink_postgres import store
 from eosink_postgres.cli import PostgresCommands
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 from eosink_postgres.schema import check_target, create_target
 from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote
 
-log = structlog.get_logger("eosink.postgres")
+log = get_logger("eosink.postgres")
 
 #: How long a commit whose reply was lost waits for its old session to end before reading the
 #: proof (the old session may still be finishing the COMMIT).
