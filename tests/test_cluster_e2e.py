@@ -1,17 +1,19 @@
 """End to end on a standalone cluster: workers, then the driver, killed (SIGKILL) in the middle
-of a batch, for files, delta, yt-dynamic and yt-static at once (``workers_then_driver_killed``).
+of a batch, for files, delta, yt-dynamic, yt-static and postgres at once
+(``workers_then_driver_killed``).
 
-For each front door one driver process runs four streaming queries (one per sink, one source
+For each front door one driver process runs five streaming queries (one per sink, one source
 file per micro-batch) on the cluster. Batch 1 stalls in one task of every query; the workers
 running those tasks are killed with their executors and Python workers, one after the other
 (Spark runs the tasks again elsewhere; a replacement worker joins after each kill); batch 2
 stalls and the driver's process group is killed; the queries restart from their checkpoints.
 Independent readers then count exactly the source rows: Spark's own reader on the cluster
 (files), delta-rs (delta), the test's own YT client against the emulator on loopback (the YT
-sinks). The installed ``eosink`` command (from the wheels) finds the last batch's proof,
-verifies the target, lists what the killed attempts left, and notices damage done afterwards
-(a committed file removed; the dynamic table unmounted; the static table's rows gone while
-its proofs stay).
+sinks), plain SQL (postgres: a loopback server the executors connect to). The installed
+``eosink`` command (from the wheels) finds the last batch's proof, verifies the target, lists
+what the killed attempts left, and notices damage done afterwards (a committed file removed;
+the dynamic table unmounted; the static table's rows gone while its proofs stay; a committed
+row deleted).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from cluster_helpers import (
 )
 from eosink_yt_emulator.pytest_plugin import yt_emulator  # noqa: F401 - the YT sinks' proxy
 
+from eosink.testing.postgres import postgres_server  # noqa: F401 - the postgres sink's server
 from eosink.testing.s3 import s3_server
 
 
@@ -100,11 +103,39 @@ def yt_targets(emulator):
     ]
 
 
+def postgres_target(server, door):
+    """A fresh database per front door; the executors connect to the server themselves."""
+    import psycopg
+
+    database = f"cluster_{door}"
+    with psycopg.connect(server.url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {database}")
+    url = server.url(database=database)
+
+    def read_ids():
+        with psycopg.connect(url) as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM public.orders")]
+
+    def damage():  # a committed row deleted by hand: the proofs count more than the table holds
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM public.orders WHERE id = (SELECT min(id) FROM public.orders)")
+
+    return Target(
+        sink="postgres",
+        options={"url": url, "table": "public.orders"},
+        cli=["public.orders", "-o", f"url={url}"],
+        read_ids=read_ids,
+        damage=damage,
+    )
+
+
 @pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
 def test_workers_then_driver_killed_mid_batch(
-    spark_cluster, wheel_env, yt_emulator, tmp_path, door  # noqa: F811
+    spark_cluster, wheel_env, yt_emulator, postgres_server, tmp_path, door  # noqa: F811
 ):
     targets = file_targets(tmp_path) + yt_targets(yt_emulator)
+    targets.append(postgres_target(postgres_server, door))
     workers_then_driver_killed(spark_cluster, wheel_env, tmp_path / "work", targets, door)
 
 
