@@ -2,7 +2,7 @@
 
 delta-rs (``deltalake``), delta-kernel-rs (through ``polars-deltalake``) and DuckDB's delta
 extension read the table eosink's own commits built: the rows, the partition values (the odd
-ones: a space, ``%``, ``/``, ``=``, non-ASCII, the empty string, null), the txn (where the
+ones: a space, ``%``, ``/``, ``=``, non-ASCII and beyond the BMP, the empty string, null), the txn (where the
 reader shows one), and the stats (a filter on a column's value must find its row in each
 reader, which prunes files by their min/max), from the commit files and from the checkpoints
 written at the table's ``delta.checkpointInterval`` with the commits before them gone.
@@ -29,18 +29,21 @@ from eosink_delta.log_commit import ENGINE_INFO
 from eosink_delta.sink import DeltaSink
 
 BATCHES = 6
+#: The odd values, and a character outside Unicode's BMP (a surrogate pair in escaped JSON).
+VALUES = [*ODD_VALUES, "\U0001f600x", "\U000a7b2b"]
 
 
 def batch_rows(batch: int) -> pa.RecordBatch:
     """One row per odd partition value, with a double and a timestamp column."""
-    n = len(ODD_VALUES)
+    n = len(VALUES)
     ids = [batch * 100 + i for i in range(n)]
     return pa.record_batch(
         {
             "id": pa.array(ids, pa.int64()),
             "x": pa.array([i / 4 if i % 5 else None for i in ids], pa.float64()),
             "at": pa.array([i * 1_000_003 for i in ids], pa.timestamp("us", tz="UTC")),
-            "p": pa.array(ODD_VALUES),
+            "s": pa.array(VALUES),  # the same text in a data column: its min/max stats
+            "p": pa.array(VALUES),
         }
     )
 
@@ -50,7 +53,7 @@ def expected() -> list[tuple[Any, ...]]:
     for batch in range(BATCHES):
         for row in batch_rows(batch).to_pylist():
             p = None if row["p"] == "" else row["p"]  # the protocol reads "" as null
-            out.append((row["id"], row["x"], row["at"].timestamp(), p))
+            out.append((row["id"], row["x"], row["at"].timestamp(), row["s"], p))
     return sorted(out, key=lambda r: r[0])
 
 
@@ -62,7 +65,7 @@ def normalized(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             at = at.replace(tzinfo=__import__("datetime").timezone.utc)
         x = r["x"]
         x = None if x is None or (isinstance(x, float) and math.isnan(x)) else x
-        out.append((r["id"], x, at.timestamp(), r["p"]))
+        out.append((r["id"], x, at.timestamp(), r["s"], r["p"]))
     return sorted(out, key=lambda r: r[0])
 
 
@@ -92,7 +95,7 @@ def read_duckdb(path: str, where: str | None = None) -> list[tuple[Any, ...]]:
     )[0]
     con = duckdb.connect()
     con.execute(f"LOAD '{extension}'")
-    query = f"select id, x, \"at\", p from delta_scan('{path}')"
+    query = f"select id, x, \"at\", s, p from delta_scan('{path}')"
     if where is not None:
         query += f" where {where}"
     cursor = con.execute(query)
@@ -140,7 +143,9 @@ def test_stats_prune_no_row_away(written, reader):
     target = rows[len(rows) // 2 + 3]
     assert READERS[reader](written, f"id = {target[0]}") == [target]
     assert READERS[reader](written, "x > 2.0") == [r for r in rows if r[1] is not None and r[1] > 2]
-    assert READERS[reader](written, "p = 'Zürich'") == [r for r in rows if r[3] == "Zürich"]
+    assert READERS[reader](written, "p = 'Zürich'") == [r for r in rows if r[4] == "Zürich"]
+    far = VALUES[-1]  # beyond the BMP: found only if the stats hold it as written
+    assert READERS[reader](written, f"s = '{far}'") == [r for r in rows if r[3] == far]
 
 
 def test_stats_hold_each_files_counts_and_bounds(written):

@@ -77,6 +77,15 @@ def actions(
     return out
 
 
+def encode(commit: list[dict[str, Any]]) -> bytes:
+    """The commit file's bytes: one JSON object a line, in UTF-8 as delta-rs writes it (not
+    ``\\u`` escapes: delta-rs, delta-kernel-rs and DuckDB's extension all read the escaped
+    surrogate pair of a character outside the BMP back as another character, so such a
+    partition value would read back changed; ``test_readers.py`` shows it)."""
+    lines = (json.dumps(a, separators=(",", ":"), ensure_ascii=False) for a in commit)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
 def _attempt_of(commit: list[dict[str, Any]]) -> str | None:
     for action in commit:
         if "commitInfo" in action:
@@ -108,7 +117,7 @@ def publish(
     import obstore
     from obstore.exceptions import AlreadyExistsError
 
-    body = ("\n".join(json.dumps(a, separators=(",", ":")) for a in commit) + "\n").encode()
+    body = encode(commit)
     while True:
         version = view.version + 1
         try:
