@@ -7,14 +7,15 @@ For each size N: a table whose writer is at batch N, with N commits and N data f
 hooks (the driver's exactly-once work; the writes are not counted); the tables print the
 median per size, and the ratio to the first size:
 
-* ``kept``: the sink as it is, one snapshot kept between batches and brought up to date;
-* ``reopened``: the same sink with the snapshot dropped before every hook, i.e. a fresh
-  ``DeltaTable`` in each of the three hooks (what the sink did before it kept one).
+* ``kept``: the sink as it is, its view of the log kept between batches and brought up to date;
+* ``reopened``: the same sink with what it keeps dropped before every hook, i.e. the log view
+  opened from the last checkpoint in each of the three hooks.
 
 Twice: with every commit file still in ``_delta_log`` (a table whose whole history is younger
 than ``delta.logRetentionDuration``), and after that history expired and was cleaned up (what
-a stream older than the retention has). The last column is what bounds the first case: one
-delta-rs ``update_incremental`` with nothing new, i.e. one listing of ``_delta_log``. The first
+a stream older than the retention has). The last column is, for comparison, one delta-rs
+``update_incremental`` with nothing new, i.e. one listing of ``_delta_log``, which the sink's
+batches no longer do. The first
 batch after start opens the table (one full load per driver) and is shown apart.
 
     python packages/sink-delta/tests/bench_history.py --dir /tmp/h       # 10 .. 100k

@@ -6,21 +6,24 @@
   to the attempt; readers do not see them: they are not in the Delta log. Where the batch is a
   DataFrame, ``write_dataframe`` lets Spark's own Parquet writer write them instead
   (:mod:`eosink_delta.spark_files`).
-* ``commit`` (driver) takes the snapshot ``is_committed`` brought up to date, refuses if this
-  writer's txn already covers the batch (``AlreadyCommitted``), then commits the files' add
-  actions, the ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``)
-  in one Delta commit; complete mode removes every current file in that same commit.
-  delta-rs does not refuse a duplicate txn by itself: the check does; a concurrent commit of
-  the same app id after our snapshot makes delta-rs fail ours with a conflict, which then
-  reads as "already committed". When log cleanup removed the snapshot's own commit meanwhile
-  (a stalled driver, a short ``delta.logRetentionDuration``), delta-rs cannot check conflicts
-  at all: the commit is decided again on the table brought up to date.
-* ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
+* ``commit`` (driver), in append mode, checks the batch against eosink's own view of the log
+  (:mod:`eosink_delta.log_view`), refuses if this writer's txn already covers the batch
+  (``AlreadyCommitted``), then commits the files' add actions, the ``txn(appId=writer id,
+  version=batch id)`` and the proof (in ``commitInfo``) as one Delta blind append, created
+  only if absent (:mod:`eosink_delta.log_commit`); a commit of the same writer that took the
+  version first reads as "already committed". ``complete`` mode commits through delta-rs,
+  which removes every current file in that same commit (a concurrent commit of the same app id
+  makes delta-rs fail ours with a conflict, read as "already committed"; when log cleanup
+  removed the snapshot's own commit meanwhile, the commit is decided again on the table
+  brought up to date).
+* ``is_committed`` is ``txn(writer id) >= batch id`` in the view brought up to date.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
 
-The driver keeps one snapshot per table between batches (:mod:`eosink_delta.snapshot`):
-"fresh" means brought up to date with the commits since, not the table opened anew, so a
-batch costs the same on a table with a long history as on a new one.
+The driver keeps one log view per table between batches, "fresh" meaning brought up to date
+with the commits since (never a listing of the log, never the table's files), so a batch costs
+the same on a table with a long history as on a new one. The delta-rs snapshot it also keeps
+(:mod:`eosink_delta.snapshot`) serves what an append does not need: complete mode, the proof's
+details from the history, ``abort``.
 """
 
 from __future__ import annotations
