@@ -73,11 +73,11 @@ def upload(folder: str, bucket: S3Bucket, prefix: str) -> None:
                 client.put_object(Bucket=bucket.name, Key=key, Body=f.read())
 
 
-def batch_requests(
-    bucket: S3Bucket, faults: S3Faults, first: int, batches: int
-) -> list[Counter]:
+def batch_requests(bucket: S3Bucket, faults: S3Faults, first: int, batches: int) -> list[Counter]:
     """Requests of is_committed + commit of each batch after the first (which opens)."""
-    sink = DeltaSink(path=bucket.uri("table"), storage_options=bucket.endpoint.object_store_options())
+    sink = DeltaSink(
+        path=bucket.uri("table"), storage_options=bucket.endpoint.object_store_options()
+    )
     assert run(sink, first, [rows(first, 2)]).status == "committed"
     faults.plan(counting_plan())
     out = []

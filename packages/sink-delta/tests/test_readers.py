@@ -2,9 +2,9 @@
 
 delta-rs (``deltalake``), delta-kernel-rs (through ``polars-deltalake``) and DuckDB's delta
 extension read the table eosink's own commits built: the rows, the partition values (the odd
-ones: a space, ``%``, ``/``, ``=``, non-ASCII and beyond the BMP, the empty string, null), the txn (where the
-reader shows one), and the stats (a filter on a column's value must find its row in each
-reader, which prunes files by their min/max), from the commit files and from the checkpoints
+ones: a space, ``%``, ``/``, ``=``, non-ASCII and beyond the BMP, the empty string, null), the
+txn (where the reader shows one), and the stats (a filter on a column's value must find its row
+in each reader, which prunes files by their min/max), from the commit files and from the checkpoints
 written at the table's ``delta.checkpointInterval`` with the commits before them gone.
 """
 

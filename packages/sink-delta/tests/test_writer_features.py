@@ -64,15 +64,26 @@ def column(name: str, **metadata: object) -> dict:
 @pytest.mark.parametrize(
     "protocol, field, named",
     [
-        (features(["generatedColumns"]), column("g", **{"delta.generationExpression": "1"}),
-         "generatedColumns"),
-        ({"minReaderVersion": 1, "minWriterVersion": 4},
-         column("g", **{"delta.generationExpression": "id + 1"}), "generatedColumns"),
-        (features(["identityColumns"]), column("i", **{"delta.identity.start": 1}),
-         "identityColumns"),
-        ({"minReaderVersion": 1, "minWriterVersion": 2},
-         column("v", **{"delta.invariants": '{"expression": {"expression": "v > 0"}}'}),
-         "invariants"),
+        (
+            features(["generatedColumns"]),
+            column("g", **{"delta.generationExpression": "1"}),
+            "generatedColumns",
+        ),
+        (
+            {"minReaderVersion": 1, "minWriterVersion": 4},
+            column("g", **{"delta.generationExpression": "id + 1"}),
+            "generatedColumns",
+        ),
+        (
+            features(["identityColumns"]),
+            column("i", **{"delta.identity.start": 1}),
+            "identityColumns",
+        ),
+        (
+            {"minReaderVersion": 1, "minWriterVersion": 2},
+            column("v", **{"delta.invariants": '{"expression": {"expression": "v > 0"}}'}),
+            "invariants",
+        ),
     ],
 )
 def test_features_in_use_are_refused_by_name(protocol, field, named):

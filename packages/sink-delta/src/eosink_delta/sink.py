@@ -263,9 +263,7 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             files=len(files),
         )
 
-    def _append(
-        self, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof
-    ) -> None:
+    def _append(self, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof) -> None:
         """eosink's own commit of a blind append (:mod:`eosink_delta.log_commit`), on the view
         ``is_committed`` brought up to date (not probed again in the same process): the
         store's create-if-absent arbitrates every commit after it."""
