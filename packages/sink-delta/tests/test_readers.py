@@ -80,11 +80,9 @@ def read_delta_rs(path: str, where: str | None = None) -> list[tuple[Any, ...]]:
 
 
 def read_kernel(path: str, where: str | None = None) -> list[tuple[Any, ...]]:
-    import polars as pl
-
     frame = polars_deltalake.scan_delta(path)
     if where is not None:
-        frame = pl.SQLContext(t=frame).execute(f"select * from t where {where}")
+        frame = frame.sql(f"select * from self where {where}")
     return normalized(frame.collect().to_dicts())
 
 
