@@ -6,8 +6,10 @@ every ``DeltaTable`` the sink opens and, for the data files the executors write,
 ``deltalake.fs.DeltaStorageHandler``, the same client behind a pyarrow file system, so one set of
 options (and the same credentials chain) serves the commits and the files.
 
-Commits on object stores: delta-rs 1.6 writes a commit file ``_delta_log/<version>.json`` with
-a conditional create (``If-None-Match: *`` on S3, the equivalent on GCS and Azure). When two
+Commits on object stores: a commit file ``_delta_log/<version>.json`` is written with a
+conditional create (``If-None-Match: *`` on S3, the equivalent on GCS and Azure), by eosink's
+own append commit through :func:`object_store` (the client delta-rs uses, built from the same
+options) and by delta-rs for the rest. When two
 writers race for one version the store lets one create it; the other gets "already exists",
 reads the winner's commit and either conflicts (the same app id) or moves to the next version.
 A store that ignores the condition lets the second writer overwrite the first's commit: a batch
