@@ -230,7 +230,8 @@ class PartitionWriter:
             rows=f.rows,
             partition_values=f.values,
             modification_time=int(time.time() * 1000),
-            stats=json.dumps(stats, separators=(",", ":")),
+            # UTF-8, not \u escapes: Delta's Rust readers misread an escaped surrogate pair
+            stats=json.dumps(stats, separators=(",", ":"), ensure_ascii=False),
         )
 
     def discard(self) -> None:

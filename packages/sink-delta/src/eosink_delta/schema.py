@@ -68,6 +68,11 @@ def delta_fields(schema: Any) -> dict[str, dict[str, Any]]:
     return {f["name"]: f for f in json.loads(schema.to_json())["fields"]}
 
 
+def fields_of(schema_string: str) -> dict[str, dict[str, Any]]:
+    """:func:`delta_fields` of a ``metaData.schemaString`` (the protocol's JSON of the schema)."""
+    return {f["name"]: f for f in json.loads(schema_string)["fields"]}
+
+
 def delta_schema_of(arrow: pa.Schema) -> Any:
     """The Delta schema of an (already normalized) Arrow schema, or a clear error."""
     from deltalake import Schema

@@ -6,21 +6,24 @@
   to the attempt; readers do not see them: they are not in the Delta log. Where the batch is a
   DataFrame, ``write_dataframe`` lets Spark's own Parquet writer write them instead
   (:mod:`eosink_delta.spark_files`).
-* ``commit`` (driver) takes the snapshot ``is_committed`` brought up to date, refuses if this
-  writer's txn already covers the batch (``AlreadyCommitted``), then commits the files' add
-  actions, the ``txn(appId=writer id, version=batch id)`` and the proof (in ``commitInfo``)
-  in one Delta commit; complete mode removes every current file in that same commit.
-  delta-rs does not refuse a duplicate txn by itself: the check does; a concurrent commit of
-  the same app id after our snapshot makes delta-rs fail ours with a conflict, which then
-  reads as "already committed". When log cleanup removed the snapshot's own commit meanwhile
-  (a stalled driver, a short ``delta.logRetentionDuration``), delta-rs cannot check conflicts
-  at all: the commit is decided again on the table brought up to date.
-* ``is_committed`` is ``transaction_version(writer id) >= batch id`` on a fresh snapshot.
+* ``commit`` (driver), in append mode, checks the batch against eosink's own view of the log
+  (:mod:`eosink_delta.log_view`), refuses if this writer's txn already covers the batch
+  (``AlreadyCommitted``), then commits the files' add actions, the ``txn(appId=writer id,
+  version=batch id)`` and the proof (in ``commitInfo``) as one Delta blind append, created
+  only if absent (:mod:`eosink_delta.log_commit`); a commit of the same writer that took the
+  version first reads as "already committed". ``complete`` mode commits through delta-rs,
+  which removes every current file in that same commit (a concurrent commit of the same app id
+  makes delta-rs fail ours with a conflict, read as "already committed"; when log cleanup
+  removed the snapshot's own commit meanwhile, the commit is decided again on the table
+  brought up to date).
+* ``is_committed`` is ``txn(writer id) >= batch id`` in the view brought up to date.
 * ``abort`` deletes an attempt's files only when no commit of that attempt is in the log.
 
-The driver keeps one snapshot per table between batches (:mod:`eosink_delta.snapshot`):
-"fresh" means brought up to date with the commits since, not the table opened anew, so a
-batch costs the same on a table with a long history as on a new one.
+The driver keeps one log view per table between batches, "fresh" meaning brought up to date
+with the commits since (never a listing of the log, never the table's files), so a batch costs
+the same on a table with a long history as on a new one. The delta-rs snapshot it also keeps
+(:mod:`eosink_delta.snapshot`) serves what an append does not need: complete mode, the proof's
+details from the history, ``abort``.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from eosink import (
     crash_point,
     hookimpl,
 )
-from eosink_delta import spark_files
+from eosink_delta import log_commit, spark_files
 from eosink_delta.cli import DeltaCommands
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaMessage, PartitionWriter
@@ -52,8 +55,10 @@ from eosink_delta.schema import (
     check_schema,
     delta_fields,
     delta_schema_of,
+    fields_of,
     normalize_schema,
 )
+from eosink_delta.log_view import LogView, viewed
 from eosink_delta.snapshot import latest
 from eosink_delta.store import check_store, delta_options, existence, filesystem, path_in
 from eosink_delta.table import (
@@ -62,12 +67,13 @@ from eosink_delta.table import (
     check_not_other_data,
     check_partitions,
     check_table_features,
-    committed_proof,
     is_delta_table,
     last_version,
     post_commit_hooks,
+    stored_proof,
     unsupported_partition_type,
 )
+from eosink_delta.writer_features import check_blind_append
 
 log = get_logger("eosink.delta")
 
@@ -105,8 +111,14 @@ class DeltaSink(DeltaCommands, eosink.Sink):
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         self._check_store()
-        with latest(self.uri, self.storage, mark=(ctx.writer_id, ctx.batch_id)) as table:
-            return committed_proof(self.uri, ctx, table) if table is not None else None
+        # eosink's view of the log decides (a HEAD and a GET when nothing is new); only a batch
+        # it covers reads delta-rs' history, for the proof's details.
+        with viewed(self.uri, self.storage, mark=(ctx.writer_id, ctx.batch_id)) as seen:
+            last = seen.view.txns.get(ctx.writer_id) if seen.view is not None else None
+        if last is None or last < ctx.batch_id:
+            return None
+        with latest(self.uri, self.storage) as table:
+            return stored_proof(self.uri, ctx, last, table) if table is not None else None
 
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> DeltaState:
@@ -119,15 +131,15 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         self._check_store()
         stream = normalize_schema(schema)
         wanted = self.options.partition_by
-        # The kept snapshot as it is: what init checks rarely changes, commit checks it again
-        # and delta-rs checks the commit against every commit after that snapshot.
-        with latest(self.uri, self.storage, fresh=False) as table:
-            if table is None:
+        # The kept view as it is: what init checks rarely changes, and commit checks it again
+        # against every commit after it.
+        with viewed(self.uri, self.storage, fresh=False) as seen:
+            if seen.view is None:
                 self._create(stream, wanted)
-        with latest(self.uri, self.storage, fresh=False) as table:
-            if table is None:
+        with viewed(self.uri, self.storage, fresh=False) as seen:
+            if seen.view is None:
                 raise SinkError(f"sink 'delta': the Delta table at {self.uri} disappeared")
-            return self._plan(ctx, table, stream, wanted)
+            return self._plan(ctx, seen.view, stream, wanted)
 
     def _create(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
         from deltalake import DeltaTable
@@ -150,11 +162,11 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             log.info("delta.table_created", table=self.uri, partition_by=list(wanted))
 
     def _plan(
-        self, ctx: BatchContext, table: Any, stream: pa.Schema, wanted: tuple[str, ...]
+        self, ctx: BatchContext, view: LogView, stream: pa.Schema, wanted: tuple[str, ...]
     ) -> DeltaState:
         """The batch's write plan, checked against the table's schema, partitions, features."""
-        check_table_features(self.uri, table, engine="delta-rs", mode=ctx.mode)
-        partition_by = tuple(table.metadata().partition_columns)
+        self._check_features(ctx, view)
+        partition_by = tuple(view.partition_columns)
         check_partitions(self.uri, list(partition_by), wanted)
         missing = [c for c in partition_by if c not in stream.names]
         if missing:
@@ -164,17 +176,22 @@ class DeltaSink(DeltaCommands, eosink.Sink):
             )
         self._check_partition_types(stream, partition_by)
         checked = check_schema(
-            delta_fields(table.schema()),
+            fields_of(view.schema_string),
             stream,
             where=self.uri,
             merge_schema=self.options.merge_schema,
         )
         if checked.new_columns:
             added = delta_schema_of(pa.schema(list(checked.new_columns))).fields
-            table.alter.add_columns(list(added))
+            with latest(self.uri, self.storage) as table:
+                table.alter.add_columns(list(added))
             log.info("delta.schema_merged", table=self.uri, columns=[f.name for f in added])
-            table.update_incremental()
-        fields = delta_fields(table.schema())
+            with viewed(self.uri, self.storage) as seen:  # reads the commit of the new columns
+                if seen.view is None:
+                    raise SinkError(f"sink 'delta': the Delta table at {self.uri} disappeared")
+                view = seen.view
+            self._check_features(ctx, view)
+        fields = fields_of(view.schema_string)
         data = pa.schema(
             [
                 f.with_type(checked.casts.get(f.name, f.type))
@@ -191,11 +208,18 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         )
         return DeltaState(
             attempt=uuid.uuid4().hex,
-            read_version=table.version(),
+            read_version=view.version,
             plan=WritePlan(data_schema=data, not_null=not_null, partition_schema=keys),
             partition_by=partition_by,
-            table_schema=table.schema().to_json(),
+            table_schema=view.schema_string,
         )
+
+    def _check_features(self, ctx: BatchContext, view: LogView) -> None:
+        """The table's features against what this batch's commit writes: a blind append
+        (``append``) is eosink's own commit; ``complete`` is delta-rs'."""
+        check_table_features(self.uri, view.configuration, engine="delta-rs", mode=ctx.mode)
+        if ctx.mode != "complete":
+            check_blind_append(self.uri, view)
 
     def _check_new_partitions(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
         missing = [c for c in wanted if c not in stream.names]
@@ -225,9 +249,74 @@ class DeltaSink(DeltaCommands, eosink.Sink):
     def commit(
         self, ctx: BatchContext, state: DeltaState, messages: list[DeltaMessage], proof: Proof
     ) -> None:
+        files = [f for m in messages for f in m.files]
+        if ctx.mode != "complete":
+            self._append(ctx, state, files, proof)
+        else:
+            self._replace(ctx, state, files, proof)
+        crash_point("commit:committed")
+        log.debug(
+            "delta.committed",
+            table=self.uri,
+            writer=ctx.writer_id,
+            batch=ctx.batch_id,
+            files=len(files),
+        )
+
+    def _append(self, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof) -> None:
+        """eosink's own commit of a blind append (:mod:`eosink_delta.log_commit`), on the view
+        ``is_committed`` brought up to date (not probed again in the same process): the
+        store's create-if-absent arbitrates every commit after it."""
+        reuse = (ctx.writer_id, ctx.batch_id)
+        with viewed(self.uri, self.storage, reuse=reuse) as seen:
+            view = seen.view
+            if view is None:
+                raise SinkError(
+                    f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the "
+                    "batch is not committed and will be written again when the query restarts"
+                )
+            last = view.txns.get(ctx.writer_id)
+            if last is not None and last >= ctx.batch_id:
+                raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
+            self._check_view_compatible(ctx, view, state)
+            self._check_files_exist(ctx, files)
+            crash_point("commit:checked")
+            commit = log_commit.actions(ctx, files, proof, state.attempt, view.version)
+            version = log_commit.publish(
+                seen.log,
+                view,
+                ctx,
+                commit,
+                state.attempt,
+                revalidate=lambda newer: self._check_view_compatible(ctx, newer, state),
+            )
+            log_commit.after_commit(self.uri, self.storage, view, version)
+
+    def _check_view_compatible(self, ctx: BatchContext, view: LogView, state: DeltaState) -> None:
+        """The batch still fits the table as ``view`` has it: its features, partitioning and
+        schema (another writer may have changed them since init)."""
+        self._check_features(ctx, view)
+        if tuple(view.partition_columns) != state.partition_by:
+            raise SinkError(
+                f"{ctx.label}: the table at {self.uri} is now partitioned by "
+                f"{view.partition_columns}, not {list(state.partition_by)} as when the batch "
+                "started; nothing was committed. Restart the query to write the batch again."
+            )
+        if view.schema_string != state.table_schema:
+            check_schema(
+                fields_of(view.schema_string),
+                state.plan.data_schema,
+                where=self.uri,
+                merge_schema=False,
+            )
+
+    def _replace(
+        self, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof
+    ) -> None:
+        """``complete`` mode: delta-rs removes every current file and adds the batch's in one
+        commit (it needs the table's file list, which a blind append does not)."""
         from deltalake.exceptions import CommitFailedError, DeltaError
 
-        files = [f for m in messages for f in m.files]
         # Fresh; not probed again if this process's is_committed of this batch did it: delta-rs
         # checks our commit against every commit after the snapshot (another attempt of this
         # writer is a conflict, read as "already committed" below).
@@ -249,14 +338,6 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                         self._commit_on(fresh, ctx, state, files, proof)
                     except CommitFailedError as lost:
                         self._lost(ctx, lost)
-        crash_point("commit:committed")
-        log.debug(
-            "delta.committed",
-            table=self.uri,
-            writer=ctx.writer_id,
-            batch=ctx.batch_id,
-            files=len(files),
-        )
 
     def _commit_on(
         self, table: Any, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof
@@ -314,11 +395,11 @@ class DeltaSink(DeltaCommands, eosink.Sink):
         ) from exc
 
     def _check_still_compatible(self, table: Any, state: DeltaState) -> None:
-        current = table.schema().to_json()
-        if current == state.table_schema:
+        current = delta_fields(table.schema())
+        if current == fields_of(state.table_schema):
             return
         check_schema(
-            delta_fields(table.schema()),
+            current,
             state.plan.data_schema,
             where=self.uri,
             merge_schema=False,

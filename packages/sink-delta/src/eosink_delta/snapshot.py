@@ -135,6 +135,10 @@ def _brought_up_to_date(uri: str, options: dict[str, Any], kept: _Kept) -> Any |
 
 
 def forget(uri: str) -> None:
-    """Drop this process's kept snapshot of ``uri`` (the next use opens the table anew)."""
+    """Drop this process's kept snapshot and log view of ``uri`` (the next use opens the table
+    anew)."""
+    from eosink_delta import log_view
+
     with _kept_lock:
         _kept().pop(uri, None)
+    log_view.forget(uri)

@@ -94,7 +94,9 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
         if table is None:
             check_not_other_data(uri, storage)
         else:
-            check_table_features(uri, table, engine="delta-spark", mode=ctx.mode)
+            check_table_features(
+                uri, table.metadata().configuration, engine="delta-spark", mode=ctx.mode
+            )
             columns = list(table.metadata().partition_columns)
             check_partitions(uri, columns, options.partition_by)
     stored = Proof(

@@ -6,8 +6,10 @@ every ``DeltaTable`` the sink opens and, for the data files the executors write,
 ``deltalake.fs.DeltaStorageHandler``, the same client behind a pyarrow file system, so one set of
 options (and the same credentials chain) serves the commits and the files.
 
-Commits on object stores: delta-rs 1.6 writes a commit file ``_delta_log/<version>.json`` with
-a conditional create (``If-None-Match: *`` on S3, the equivalent on GCS and Azure). When two
+Commits on object stores: a commit file ``_delta_log/<version>.json`` is written with a
+conditional create (``If-None-Match: *`` on S3, the equivalent on GCS and Azure), by eosink's
+own append commit through :func:`object_store` (the client delta-rs uses, built from the same
+options) and by delta-rs for the rest. When two
 writers race for one version the store lets one create it; the other gets "already exists",
 reads the winner's commit and either conflicts (the same app id) or moves to the next version.
 A store that ignores the condition lets the second writer overwrite the first's commit: a batch
@@ -19,6 +21,7 @@ commits are written.)
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import threading
@@ -274,27 +277,80 @@ class TableStore:
         )
 
     def _raw_store(self) -> Any:
-        """object_store's S3 client (its Python binding) with the sink's options, the
-        environment's ``AWS_*`` under them, as delta-rs merges them."""
-        from obstore.exceptions import UnknownConfigurationKeyError
-        from obstore.store import S3Store
+        return object_store(self.uri, self.storage_options)
 
+
+#: delta-rs' options of its client's retries (object_store's RetryConfig, given apart).
+RETRY_KEYS = frozenset(
+    {
+        "max_retries",
+        "retry_timeout",
+        "backoff_config.init_backoff",
+        "backoff_config.max_backoff",
+        "backoff_config.base",
+    }
+)
+
+
+def _duration(text: str) -> dt.timedelta:
+    """A duration as delta-rs' options spell it (``5ms``, ``2s``, ``1min``; bare: seconds)."""
+    found = re.fullmatch(r"\s*([0-9.]+)\s*(ms|s|sec|m|min|h)?\s*", text)
+    if not found:
+        raise ConfigurationError(f"sink 'delta': {text!r} is not a duration (e.g. 100ms, 2s)")
+    number, unit = float(found.group(1)), found.group(2) or "s"
+    seconds = {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+    return dt.timedelta(seconds=number * seconds)
+
+
+def retry_config(options: dict[str, Any]) -> dict[str, Any] | None:
+    """delta-rs' retry options as obstore takes them, so that eosink's commit requests retry
+    as delta-rs' own would (the same store, the same faults); ``None``: the client's default."""
+    retry: dict[str, Any] = {}
+    backoff: dict[str, Any] = {}
+    if "max_retries" in options:
+        retry["max_retries"] = int(options["max_retries"])
+    if "retry_timeout" in options:
+        retry["retry_timeout"] = _duration(str(options["retry_timeout"]))
+    for name in ("init_backoff", "max_backoff"):
+        if f"backoff_config.{name}" in options:
+            backoff[name] = _duration(str(options[f"backoff_config.{name}"]))
+    if "backoff_config.base" in options:
+        backoff["base"] = float(options["backoff_config.base"])
+    if backoff:
+        retry["backoff"] = backoff
+    return retry or None
+
+
+def object_store(uri: str, storage_options: dict[str, Any]) -> Any:
+    """object_store's client (its Python binding, ``obstore``) for the table folder ``uri``,
+    with the sink's options, as delta-rs builds its own: on S3 the environment's ``AWS_*``
+    under the options, as delta-rs merges them. Paths given to the store are relative to the
+    table folder. Not for a local folder (see :func:`eosink_delta.log_view.TableLog`)."""
+    from obstore.exceptions import UnknownConfigurationKeyError
+    from obstore.store import from_url
+
+    scheme = uri.split("://", 1)[0].lower()
+    merged: dict[str, Any] = {}
+    if scheme in S3_SCHEMES:
         merged = {k.lower(): v for k, v in os.environ.items() if k.upper().startswith("AWS_")}
-        merged.update({k.lower(): str(v) for k, v in self.storage_options.items()})
-        config, client = {}, {}
-        for key, value in merged.items():
-            bare = key.removeprefix("aws_")
-            if bare in CLIENT_KEYS:
-                client[bare] = value
-            else:
-                config[key] = value
-        while True:  # drop what only delta-rs knows (AWS_S3_ALLOW_UNSAFE_RENAME...)
-            try:
-                return S3Store.from_url(self.uri, config=config, client_options=client)
-            except UnknownConfigurationKeyError as exc:
-                found = re.search(r"key: '([^']+)'", str(exc))
-                if not found or config.pop(found.group(1), None) is None:
-                    raise
+    merged.update({k.lower(): str(v) for k, v in storage_options.items()})
+    config, client = {}, {}
+    retry = retry_config(merged)
+    for key, value in merged.items():
+        bare = key.removeprefix("aws_").removeprefix("google_").removeprefix("azure_")
+        if bare in CLIENT_KEYS:
+            client[bare] = value
+        elif key not in RETRY_KEYS:
+            config[key] = value
+    while True:  # drop what only delta-rs knows (AWS_S3_ALLOW_UNSAFE_RENAME...)
+        try:
+            return from_url(
+                uri.rstrip("/"), config=config, client_options=client, retry_config=retry
+            )
+        except UnknownConfigurationKeyError as exc:
+            found = re.search(r"key: '([^']+)'", str(exc))
+            if not found or config.pop(found.group(1), None) is None:
+                raise
 
 
 _checked: set[tuple] = set()

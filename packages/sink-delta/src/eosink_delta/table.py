@@ -136,6 +136,12 @@ def committed_proof(uri: str, ctx: BatchContext, table: Any) -> Proof | None:
     last = last_version(table, ctx.writer_id)
     if last is None or last < ctx.batch_id:
         return None
+    return stored_proof(uri, ctx, last, table)
+
+
+def stored_proof(uri: str, ctx: BatchContext, last: int, table: Any) -> Proof:
+    """The proof of a batch the writer's txn (at ``last``) covers, with the details the
+    history of ``table`` (a delta-rs snapshot) still holds."""
     proof, complete = find_proof(table, ctx.writer_id, ctx.batch_id, last)
     if proof is not None:
         return proof
@@ -189,9 +195,12 @@ def check_not_other_data(uri: str, storage_options: dict[str, Any] | None = None
         )
 
 
-def check_table_features(uri: str, table: Any, *, engine: str, mode: str) -> None:
-    """Refuse tables whose features this engine would silently violate."""
-    config = dict(table.metadata().configuration or {})
+def check_table_features(
+    uri: str, configuration: Mapping[str, str] | None, *, engine: str, mode: str
+) -> None:
+    """Refuse tables whose features (by the table's ``configuration``) this engine would
+    silently violate."""
+    config = dict(configuration or {})
     mapping = config.get("delta.columnMapping.mode", "none")
     if mapping not in (None, "none"):
         raise ConfigurationError(

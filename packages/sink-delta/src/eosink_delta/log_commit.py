@@ -1,0 +1,184 @@
+"""eosink's own Delta commit of a blind append: one JSON file, created only if absent.
+
+A batch of the ``append`` mode reads nothing of the table but its txn, schema and protocol, and
+adds new files. Delta's protocol calls that a blind append: it conflicts with no concurrent
+append or delete, only with a change of ``metaData`` or ``protocol`` (re-validated here) and,
+for eosink, with a commit of this writer at or past the batch (the batch is then committed).
+So the commit is: the actions (``commitInfo`` with the proof, the ``txn``, one ``add`` per
+file) written as ``_delta_log/<v + 1>.json`` with the store's create-if-absent (``If-None-Match:
+*`` on S3, a hard link on local disk): one PUT. The store lets one writer create a version;
+whoever loses reads the commits it missed and decides as above.
+
+After the commit, a checkpoint is written by delta-rs when the table's
+``delta.checkpointInterval`` is due (at the same versions delta-rs' own writer does), and
+expired log files are cleaned up with it (``delta.logRetentionDuration``), as before.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import structlog
+
+from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink_delta.log_view import LogView, TableLog, commit_path
+from eosink_delta.store import delta_options
+from eosink_delta.table import ATTEMPT_KEY, PROOF_KEY
+
+log = structlog.get_logger("eosink.delta")
+
+#: What the commitInfo says wrote the commit (Delta's readers show it in the history).
+ENGINE_INFO = "eosink-delta"
+
+
+def add_path(relative: str) -> str:
+    """The add action's path of a file at ``relative`` (its folder already percent-encoded, as
+    :func:`eosink_delta.table.partition_dir` names it): URI-encoded once more, as delta-rs'
+    writer does, so that a reader decoding it finds the folder on disk."""
+    return quote(relative, safe="/=")
+
+
+def actions(
+    ctx: BatchContext, files: list[Any], proof: Proof, attempt: str, read_version: int
+) -> list[dict[str, Any]]:
+    """The commit's actions: ``commitInfo`` (with the proof), ``txn``, one ``add`` per file."""
+    info = {
+        "timestamp": int(time.time() * 1000),
+        "operation": "WRITE",
+        "operationParameters": {"mode": "Append"},
+        "readVersion": read_version,
+        "isBlindAppend": True,
+        "engineInfo": ENGINE_INFO,
+        PROOF_KEY: proof.to_json(),
+        ATTEMPT_KEY: attempt,
+    }
+    out: list[dict[str, Any]] = [
+        {"commitInfo": info},
+        # No lastUpdated: Delta's txn retention expires txns by it (see eosink_delta.table).
+        {"txn": {"appId": ctx.writer_id, "version": ctx.batch_id}},
+    ]
+    for f in files:
+        out.append(
+            {
+                "add": {
+                    "path": add_path(f.path),
+                    "partitionValues": dict(f.partition_values),
+                    "size": f.size,
+                    "modificationTime": f.modification_time,
+                    "dataChange": True,
+                    "stats": f.stats,
+                }
+            }
+        )
+    return out
+
+
+def encode(commit: list[dict[str, Any]]) -> bytes:
+    """The commit file's bytes: one JSON object a line, in UTF-8 as delta-rs writes it (not
+    ``\\u`` escapes: delta-rs, delta-kernel-rs and DuckDB's extension all read the escaped
+    surrogate pair of a character outside the BMP back as another character, so such a
+    partition value would read back changed; ``test_readers.py`` shows it)."""
+    lines = (json.dumps(a, separators=(",", ":"), ensure_ascii=False) for a in commit)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _attempt_of(commit: list[dict[str, Any]]) -> str | None:
+    for action in commit:
+        if "commitInfo" in action:
+            return action["commitInfo"].get(ATTEMPT_KEY)
+    return None
+
+
+def _changes_table(commit: list[dict[str, Any]]) -> bool:
+    return any("metaData" in a or "protocol" in a for a in commit)
+
+
+def publish(
+    table_log: TableLog,
+    view: LogView,
+    ctx: BatchContext,
+    commit: list[dict[str, Any]],
+    attempt: str,
+    revalidate: Callable[[LogView], None],
+) -> int:
+    """Create the commit at the version after ``view``'s; the version it got.
+
+    Another commit at that version: the view reads the commits it missed (each once). One of
+    them made by this attempt (an answer lost on the way, the request retried) means ours is
+    in; this writer's txn at or past the batch means another attempt committed it
+    (:class:`AlreadyCommitted`); a new ``metaData`` or ``protocol`` is checked by
+    ``revalidate``, which raises when the batch no longer fits. Otherwise the next version is
+    tried. ``view`` ends at the version of our commit, applied without reading it back.
+    """
+    import obstore
+    from obstore.exceptions import AlreadyExistsError
+
+    body = encode(commit)
+    while True:
+        version = view.version + 1
+        try:
+            obstore.put(table_log.store, table_log.key(commit_path(version)), body, mode="create")
+        except AlreadyExistsError:
+            pass
+        except Exception:
+            # The store's answer was lost (no retry left): the commit may have landed.
+            landed = _read_quietly(table_log, version)
+            if landed is None or _attempt_of(landed) != attempt:
+                raise
+            view.apply(version, commit)
+            return version
+        else:
+            view.apply(version, commit)
+            return version
+        newer = table_log.advance(view)
+        if any(_attempt_of(c) == attempt for _, c in newer):
+            log.info("delta.commit_found_landed", writer=ctx.writer_id, batch=ctx.batch_id)
+            return next(v for v, c in newer if _attempt_of(c) == attempt)
+        last = view.txns.get(ctx.writer_id)
+        if last is not None and last >= ctx.batch_id:
+            raise AlreadyCommitted(
+                f"{ctx.label}: a concurrent commit of this writer won (its txn is at {last})"
+            )
+        if any(_changes_table(c) for _, c in newer):
+            revalidate(view)
+        log.debug("delta.commit_retried", writer=ctx.writer_id, version=view.version + 1)
+
+
+def _read_quietly(table_log: TableLog, version: int) -> list[dict[str, Any]] | None:
+    try:
+        return table_log.commit(version)
+    except Exception:  # noqa: BLE001 - the store still fails: the caller raises its own error
+        return None
+
+
+def checkpoint_due(view: LogView, version: int) -> bool:
+    """Whether delta-rs' writer would checkpoint after committing ``version``."""
+    interval = int(view.configuration.get("delta.checkpointInterval", 100))
+    return interval > 0 and (version + 1) % interval == 0
+
+
+def after_commit(uri: str, storage_options: dict[str, Any], view: LogView, version: int) -> None:
+    """A checkpoint at the table's interval, and expired log cleanup with it only.
+
+    delta-rs writes the checkpoint (readable by every Delta reader, ``_last_checkpoint``
+    updated) from the table loaded at ``version``: a load of all its files, once per
+    ``delta.checkpointInterval`` commits. Cleanup deletes only commits older than the
+    checkpoint, which carries every txn on, so no replay loses its evidence. The batch is
+    committed already: a failure here is logged, and the next due commit checkpoints.
+    """
+    if not checkpoint_due(view, version):
+        return
+    from deltalake import DeltaTable
+
+    enabled = view.configuration.get("delta.enableExpiredLogCleanup", "true").lower() == "true"
+    try:
+        table = DeltaTable(uri, version=version, storage_options=delta_options(storage_options))
+        table.create_checkpoint()
+        if enabled:
+            table.cleanup_metadata()
+    except Exception as exc:  # noqa: BLE001 - the commit stands; a later checkpoint follows
+        log.warning("delta.checkpoint_failed", table=uri, version=version, reason=str(exc))
