@@ -201,3 +201,22 @@ def test_a_part_file_no_committed_attempt_wrote_is_not_committed(spark, tmp_path
     (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
     assert outcome.status == "committed"
     assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(30))
+
+
+def test_a_string_beyond_the_bmp_is_found_through_the_stats(spark, tmp_path):
+    """Spark's file writer path wrote its files' stats with ``\\u`` escapes: a string beyond
+    Unicode's BMP became a surrogate pair, which delta-rs reads back as another string, so a
+    filter on the file's only value pruned the file away and found nothing."""
+    path = str(tmp_path / "table")
+    far = "\U000a7b2b"
+    df = spark.createDataFrame([(1, far), (2, "a")], "id long, s string").repartition(2, "id")
+    (outcome,) = eosink.write_batch(df, eosink.sink("delta", path=path), writer_id="j", version=1)
+    assert (outcome.status, outcome.rows) == ("committed", 2)
+    assert spark_wrote(path) == {True}
+    stats = [json.loads(a["add"]["stats"]) for _v, a in log_actions(path) if "add" in a]
+    assert sorted(s["maxValues"]["s"] for s in stats) == sorted([far, "a"])
+    from deltalake import QueryBuilder
+
+    query = QueryBuilder().register("t", DeltaTable(path))
+    found = query.execute(f"select id from t where s = '{far}'").read_all()
+    assert found.column("id").to_pylist() == [1]

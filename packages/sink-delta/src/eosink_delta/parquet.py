@@ -74,6 +74,14 @@ def _ms_text(value: dt.datetime, *, up: bool, naive: bool) -> str:
     return text if naive else text + "Z"
 
 
+def stats_json(stats: dict[str, Any]) -> str:
+    """An add action's ``stats`` string, in UTF-8 rather than ``\\u`` escapes: Delta's Rust
+    readers (delta-rs, delta-kernel-rs) and DuckDB read an escaped character beyond Unicode's
+    BMP (a surrogate pair) back as another one, and a min/max changed that way prunes a file
+    holding the row."""
+    return json.dumps(stats, separators=(",", ":"), ensure_ascii=False)
+
+
 def file_stats(metadata: Any, schema: pa.Schema, rows: int) -> dict[str, Any]:
     """numRecords, nullCount and (for simple types) minValues/maxValues from Parquet metadata."""
     nulls: dict[str, int] = {}
@@ -230,8 +238,7 @@ class PartitionWriter:
             rows=f.rows,
             partition_values=f.values,
             modification_time=int(time.time() * 1000),
-            # UTF-8, not \u escapes: Delta's Rust readers misread an escaped surrogate pair
-            stats=json.dumps(stats, separators=(",", ":"), ensure_ascii=False),
+            stats=stats_json(stats),
         )
 
     def discard(self) -> None:

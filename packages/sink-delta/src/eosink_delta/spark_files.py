@@ -20,7 +20,6 @@ which ``VACUUM`` skips (it ignores ``_`` folders): :func:`remove_stale_staging` 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -34,7 +33,7 @@ from eosink import ConfigurationError
 from eosink.spark import is_classic, stage_dataframe
 from eosink.spark.executors import arrow_schema
 from eosink_delta.options import DeltaOptions
-from eosink_delta.parquet import DeltaFile, DeltaMessage, file_stats
+from eosink_delta.parquet import DeltaFile, DeltaMessage, file_stats, stats_json
 from eosink_delta.schema import WritePlan, normalize_schema, not_null_error
 from eosink_delta.table import HIVE_NULL, partition_dir
 
@@ -170,7 +169,7 @@ def _described(
         rows=rows,
         partition_values=values,
         modification_time=int(st.st_mtime * 1000),
-        stats=json.dumps(stats, separators=(",", ":")),
+        stats=stats_json(stats),
     )
 
 
