@@ -179,14 +179,7 @@ class IcebergSink(IcebergCommands, eosink.Sink):
             table = self._decide(ctx, state)
             if table is None:
                 return  # this attempt's own commit landed already (a lost reply)
-            try:
-                self._commit_on(table, ctx, state, files, proof)
-            except Exception as exc:
-                from pyiceberg.exceptions import CommitFailedException
-
-                if not isinstance(exc, CommitFailedException):
-                    self._unknown_outcome(ctx, state, exc)
-                    return
+            if not self._commit_on(table, ctx, state, files, proof):
                 log.info(
                     "iceberg.commit_conflict",
                     table=self.table_name,
@@ -246,9 +239,12 @@ class IcebergSink(IcebergCommands, eosink.Sink):
         state: IcebergState,
         files: list[IcebergFile],
         proof: Proof,
-    ) -> None:
+    ) -> bool:
         """One catalog commit: (complete mode: every current file deleted,) the files appended
-        in a snapshot whose summary holds the proof, and the writer's proof property."""
+        in a snapshot whose summary holds the proof, and the writer's proof property.
+
+        False when it lost a race (nothing of it landed: the catalog refused it)."""
+        from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.expressions import AlwaysTrue
         from pyiceberg.table import Table
 
@@ -274,7 +270,13 @@ class IcebergSink(IcebergCommands, eosink.Sink):
             for f in files:
                 append.append_data_file(f.data_file())
         crash_point("commit:checked")
-        txn.commit_transaction()
+        try:
+            txn.commit_transaction()
+        except CommitFailedException:
+            return False
+        except Exception as exc:  # noqa: BLE001 - the catalog's reply is lost or unclear
+            self._unknown_outcome(ctx, state, exc)
+        return True
 
     def _unknown_outcome(self, ctx: BatchContext, state: IcebergState, exc: Exception) -> None:
         """A commit failed in a way that does not say whether it landed: look."""
