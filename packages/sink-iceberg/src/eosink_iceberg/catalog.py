@@ -91,6 +91,9 @@ def create(options: IcebergOptions, schema: Any, spec: Any) -> Any:
             catalog.create_namespace(options.namespace)
         except NamespaceAlreadyExistsError:
             pass
+        except Exception:  # a SQL catalog's unique key, when another writer won the race
+            if not namespace_exists(options):
+                raise
     try:
         return catalog.create_table_if_not_exists(
             options.table,
@@ -103,3 +106,10 @@ def create(options: IcebergOptions, schema: Any, spec: Any) -> Any:
             f"sink 'iceberg': namespace {options.namespace!r} does not exist; create it, or set "
             "create_namespace=true. Nothing was written."
         ) from None
+    except Exception:
+        # another writer created it at the same moment (the SQL catalog's unique key, or its
+        # compare-and-swap): theirs is checked by the caller
+        table = load(options)
+        if table is None:
+            raise
+        return table
