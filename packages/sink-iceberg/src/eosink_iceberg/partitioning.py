@@ -201,12 +201,43 @@ class Partitioner:
             one = group_by_text(
                 pa.table({"v": transform_input(rows.column(source.name))}),
                 ["v"],
-                _text_of(field.transform.transform(source.field_type)),
+                _text_of(_checked(field, source)),
             )
             groups = one if groups is None else _combine(groups, one)
         assert groups is not None
         for key, part in groups.split(rows):
             yield Record(*(_value(k) for k in key)), part
+
+
+def _checked(field: Any, source: Any) -> Any:
+    """The field's transform, refusing a result its type cannot hold: ``truncate`` rounds down,
+    so a value near an int's (or a decimal's) lower bound truncates below it (Iceberg's Java
+    writers wrap such an int around; a reader pruning on it would skip the row)."""
+    from pyiceberg.types import DecimalType, IntegerType, LongType
+
+    function = field.transform.transform(source.field_type)
+    kind = source.field_type
+    if str(field.transform).startswith("truncate") and isinstance(
+        kind, (IntegerType, LongType, DecimalType)
+    ):
+        if isinstance(kind, DecimalType):
+            low = -(10 ** (kind.precision - kind.scale)) + 10 ** (-kind.scale)
+        else:
+            low = -(2**31) if isinstance(kind, IntegerType) else -(2**63)
+
+        def bounded(value: Any) -> Any:
+            out = function(value)
+            if out is not None and out < low:
+                raise ConfigurationError(
+                    f"sink 'iceberg': {field.transform} of {source.name!r} value {value} is "
+                    f"{out}, below what type {kind} holds; the partition value cannot be "
+                    "written. Filter such values out in the query or partition by another "
+                    "transform. Nothing was committed."
+                )
+            return out
+
+        return bounded
+    return function
 
 
 def _text_of(function: Any) -> Any:
