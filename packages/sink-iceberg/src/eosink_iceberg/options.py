@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from eosink import ConfigurationError
-from eosink.options import masked, names
+from eosink.options import masked, names, option_key
 
 #: Spark options ``catalog.<property>`` are the entries of the ``catalog`` field.
 CATALOG_PREFIX = "catalog."
@@ -45,6 +45,25 @@ def catalog_properties(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
+def partition_fields(value: Any) -> tuple[str, ...]:
+    """attrs converter of ``partition_by``: a list, or Spark's one string of entries separated
+    by commas outside parentheses (``"bucket(16, id), day(ts)"``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, str):
+        return names(value)
+    entries, depth, current = [], 0, ""
+    for char in value:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            entries.append(current)
+            current = ""
+        else:
+            current += char
+    entries.append(current)
+    return tuple(e.strip() for e in entries if e.strip())
+
+
 def identifier(value: Any) -> str:
     text = str(value or "").strip()
     if not text or "." not in text or text.startswith(".") or text.endswith("."):
@@ -69,6 +88,10 @@ def split_catalog_options(options: Mapping[str, Any]) -> dict[str, Any]:
         out["catalog"] = {**catalog_properties(out.get("catalog")), **catalog}
     if "path" in out and "table" not in {k.lower() for k in out}:
         out["table"] = out.pop("path")
+    for name, value in list(out.items()):
+        # split here: the generic option reader would split "bucket(16, id)" at its comma
+        if option_key(name) == "partitionby" and isinstance(value, str):
+            out[name] = partition_fields(value)
     return out
 
 
@@ -102,7 +125,7 @@ class IcebergOptions:
     catalog_name: str = "eosink"
     create: bool = True
     create_namespace: bool = False
-    partition_by: tuple[str, ...] = attrs.field(default=(), converter=names)
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=partition_fields)
     merge_schema: bool = False
     format_version: int = 2
     commit_retries: int = 8
