@@ -139,15 +139,15 @@ class PartitionWriter:
 
         name = f"{self.prefix}-{n:05d}.parquet"
         provider = load_location_provider(self.layout.location, self.layout.properties)
-        path = provider.new_data_location(name, _PathKey(spec, schema, partition) if spec.fields else None)
+        key = _PathKey(spec, schema, partition) if spec.fields else None
+        path = provider.new_data_location(name, key)  # type: ignore[arg-type]
         output = self.io.new_output(path)
         compression = None if self.compression == "none" else self.compression
         with output.create(overwrite=False) as stream:
             with pq.ParquetWriter(stream, rows.schema, compression=compression) as writer:
                 writer.write_table(rows, row_group_size=self.row_group_rows)
-        metadata = writer.writer.metadata if hasattr(writer, "writer") else None
-        if metadata is None:
-            metadata = pq.read_metadata(self.io.new_input(path).open())
+        # the footer the writer wrote (pyarrow keeps it on the closed writer)
+        metadata = writer.writer.metadata
         stats = data_file_statistics_from_parquet_metadata(
             parquet_metadata=metadata,
             stats_columns=compute_statistics_plan(schema, self.layout.properties),

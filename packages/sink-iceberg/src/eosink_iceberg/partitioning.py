@@ -46,11 +46,7 @@ class FieldSpec:
     @property
     def field_name(self) -> str:
         """The partition field's name, as Iceberg's Spark DDL names it."""
-        if self.transform == "identity":
-            return self.column
-        if self.transform in ("bucket", "truncate"):
-            return f"{self.column}_{self.transform}"
-        return f"{self.column}_{self.transform}"
+        return self.column if self.transform == "identity" else f"{self.column}_{self.transform}"
 
 
 def parse_field(text: str) -> FieldSpec:
