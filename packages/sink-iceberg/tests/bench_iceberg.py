@@ -104,15 +104,20 @@ def main() -> None:
     last = samples[-args.window :]
     expiry = f", snapshots expired every {args.expire_every}" if args.expire_every else ""
     print(f"iceberg sink, SQL catalog on SQLite, {args.batches} batches x {args.rows} rows{expiry}")
-    print(f"{'phase (median ms)':<22}{'batches 1-' + str(args.window):>16}{'last ' + str(args.window):>16}")
+    head = (f"batches 1-{args.window}", f"last {args.window}")
+    print(f"{'phase (median ms)':<22}{head[0]:>16}{head[1]:>16}")
     for phase in ("is_committed", "init", "commit", "batch"):
         a = statistics.median(s[phase] for s in first) * 1000
         b = statistics.median(s[phase] for s in last) * 1000
         print(f"{phase:<22}{a:>16.1f}{b:>16.1f}")
     overhead = [s["is_committed"] + s["commit"] for s in last]
-    print(f"exactly-once overhead (is_committed + commit), median of last window: "
-          f"{statistics.median(overhead) * 1000:.1f} ms")
-    ratio = statistics.median(s["batch"] for s in last) / statistics.median(s["batch"] for s in first)
+    print(
+        f"exactly-once overhead (is_committed + commit), median of last window: "
+        f"{statistics.median(overhead) * 1000:.1f} ms"
+    )
+    ratio = statistics.median(s["batch"] for s in last) / statistics.median(
+        s["batch"] for s in first
+    )
     print(f"batch cost at batch {args.batches} vs batch {1 + args.window // 2}: {ratio:.2f}x")
     if not args.dir:
         shutil.rmtree(folder, ignore_errors=True)

@@ -118,7 +118,10 @@ def read_duckdb(catalog: dict[str, str], table: str = TABLE) -> pa.Table | list:
 
 def rows(batch_id: int, n: int = 5, **extra: Any) -> pa.RecordBatch:
     ids = [batch_id * 1000 + i for i in range(n)]
-    columns = {"id": pa.array(ids, pa.int64()), "name": pa.array([f"r{i}" for i in ids], pa.string())}
+    columns = {
+        "id": pa.array(ids, pa.int64()),
+        "name": pa.array([f"r{i}" for i in ids], pa.string()),
+    }
     columns.update(extra)
     return pa.record_batch(columns)
 

@@ -11,7 +11,7 @@ import pytest
 from eosink_iceberg.sink import IcebergSink
 from iceberg_helpers import TABLE, catalog_properties, load, make_namespace, rows, run
 
-from eosink import ConfigurationError, EosinkError, sink_from_options
+from eosink import ConfigurationError, EosinkError
 
 
 @pytest.fixture
@@ -109,7 +109,9 @@ def test_table_requires_a_column_the_stream_lacks(catalog, tmp_path):
 @pytest.mark.parametrize("spec", ["void(id)", "bucket(id)", "truncate(0, name)", "zorder(id)"])
 def test_unsupported_or_malformed_partition_transform(catalog, spec):
     with pytest.raises(ConfigurationError, match="partition"):
-        run(IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=[spec]), 0)
+        run(
+            IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=[spec]), 0
+        )
 
 
 def test_existing_table_with_a_transform_the_sink_does_not_compute(catalog, tmp_path):
@@ -132,7 +134,13 @@ def test_existing_table_with_a_transform_the_sink_does_not_compute(catalog, tmp_
 
 
 def test_partition_by_other_than_the_tables(catalog):
-    assert run(IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=["name"]), 0).status == "committed"
+    assert (
+        run(
+            IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=["name"]),
+            0,
+        ).status
+        == "committed"
+    )
     with pytest.raises(ConfigurationError, match="partition_by asks for"):
         run(IcebergSink(table=TABLE, catalog=catalog, partition_by=["bucket(2, id)"]), 1)
 

@@ -28,7 +28,9 @@ def test_cleanup_finds_then_removes_orphans_only(tmp_path):
     listed = {t.file.file_path.rsplit("/", 1)[-1] for t in load(catalog).scan().plan_files()}
     all_files = {p.name for p in data.iterdir()}
     orphans = all_files - listed - {foreign.name}
-    assert len(orphans) == 2  # the crashed attempt's file and batch 0's, which an older snapshot lists
+    assert (
+        len(orphans) == 2
+    )  # the crashed attempt's file and batch 0's, which an older snapshot lists
     pm = plugin_manager(sink)
 
     young = pm.hook.cleanup_target(older_than_s=10**9, delete=False)

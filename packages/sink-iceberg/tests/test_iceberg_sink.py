@@ -82,9 +82,7 @@ def test_a_recreated_table_inherits_no_proof(sink, catalog):
 def _begin(sink: IcebergSink, batch: int):
     """An attempt prepared and written, not committed (a zombie's)."""
     pm = plugin_manager(sink)
-    ctx = BatchContext(
-        sink="iceberg", writer_id="w", batch_id=batch, query_id="q", checkpoint="/c"
-    )
+    ctx = BatchContext(sink="iceberg", writer_id="w", batch_id=batch, query_id="q", checkpoint="/c")
     return pm, ctx, prepare(pm, ctx, rows(batch).schema).state
 
 
@@ -97,7 +95,9 @@ def test_zombie_loses_even_where_the_table_asks_pyiceberg_to_retry(sink, catalog
         txn.set_properties({"commit.retry.num-retries": "5", "commit.retry.min-wait-ms": "1"})
     zombie = IcebergSink(table=TABLE, catalog=catalog)
     pm, ctx, state = _begin(zombie, 1)
-    results = [pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=7, batches=iter([rows(1)]))]
+    results = [
+        pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=7, batches=iter([rows(1)]))
+    ]
     assert run(sink, 1).status == "committed"  # the restarted driver's attempt
     # the zombie's commit, from the head it planned on: a conflict, then the proof says done
     from eosink import AlreadyCommitted
@@ -123,7 +123,9 @@ def test_zombie_committing_on_a_stale_head_is_refused_by_the_catalog(sink, catal
         txn.set_properties({"commit.retry.num-retries": "5", "commit.retry.min-wait-ms": "1"})
     zombie = IcebergSink(table=TABLE, catalog=catalog)
     pm, ctx, state = _begin(zombie, 1)
-    results = [pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=3, batches=iter([rows(1)]))]
+    results = [
+        pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=3, batches=iter([rows(1)]))
+    ]
     real_decide = IcebergSink._decide
     calls = []
 

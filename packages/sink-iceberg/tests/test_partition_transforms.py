@@ -93,7 +93,13 @@ def test_murmur3_matches_the_iceberg_specs_examples():
     assert hash_of(decimal.Decimal("14.20"), "decimal") == -500754589
     assert hash_of(dt.date(2017, 11, 16), "date") == -653330422
     assert hash_of(dt.datetime(2017, 11, 16, 22, 31, 8), "timestamp") == -2047944441
-    assert hash_of(dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=dt.timezone(dt.timedelta(hours=-8))), "timestamptz") == -2047944441
+    assert (
+        hash_of(
+            dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=dt.timezone(dt.timedelta(hours=-8))),
+            "timestamptz",
+        )
+        == -2047944441
+    )
     assert hash_of("iceberg", "string") == 1210000089
     assert hash_of(bytes([0, 1, 2, 3]), "binary") == -188683207
 
@@ -155,16 +161,57 @@ def source_rows() -> pa.RecordBatch:
         "i": ints,
         "l": [v * 10**6 if v is not None else None for v in ints],
         "s": ["", "a", "ab", "abc", "iceberg", "ü€😀x", "0", "a/b", "abcdef", None],
-        "b": [b"", b"\x00", b"\x00\x01\x02\x03", b"\xff\xfe", b"abc", b"x" * 9, b"1", b"a", b"\x80", None],
-        "d": [dt.date(1970, 1, 1), dt.date(1969, 12, 31), dt.date(2017, 11, 16), dt.date(1, 1, 1),
-              dt.date(9999, 12, 31), dt.date(2024, 2, 29), dt.date(1900, 3, 1), dt.date(2000, 1, 1),
-              dt.date(2024, 12, 31), None],
-        "ts": [dt.datetime(1970, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59, 999999),
-               dt.datetime(2017, 11, 16, 22, 31, 8), dt.datetime(1900, 1, 1, 0, 30),
-               dt.datetime(2200, 1, 1, 23), dt.datetime(2024, 2, 29, 12), dt.datetime(1969, 1, 1),
-               dt.datetime(2000, 1, 1, 0, 0, 0, 1), dt.datetime(2024, 12, 31, 23, 59), None],
-        "m": [decimal.Decimal(x) if x is not None else None for x in
-              ["0.00", "14.20", "-14.20", "0.01", "-0.01", "99999999.99", "-99999999.50", "1.05", "10.00", None]],
+        "b": [
+            b"",
+            b"\x00",
+            b"\x00\x01\x02\x03",
+            b"\xff\xfe",
+            b"abc",
+            b"x" * 9,
+            b"1",
+            b"a",
+            b"\x80",
+            None,
+        ],
+        "d": [
+            dt.date(1970, 1, 1),
+            dt.date(1969, 12, 31),
+            dt.date(2017, 11, 16),
+            dt.date(1, 1, 1),
+            dt.date(9999, 12, 31),
+            dt.date(2024, 2, 29),
+            dt.date(1900, 3, 1),
+            dt.date(2000, 1, 1),
+            dt.date(2024, 12, 31),
+            None,
+        ],
+        "ts": [
+            dt.datetime(1970, 1, 1),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999999),
+            dt.datetime(2017, 11, 16, 22, 31, 8),
+            dt.datetime(1900, 1, 1, 0, 30),
+            dt.datetime(2200, 1, 1, 23),
+            dt.datetime(2024, 2, 29, 12),
+            dt.datetime(1969, 1, 1),
+            dt.datetime(2000, 1, 1, 0, 0, 0, 1),
+            dt.datetime(2024, 12, 31, 23, 59),
+            None,
+        ],
+        "m": [
+            decimal.Decimal(x) if x is not None else None
+            for x in [
+                "0.00",
+                "14.20",
+                "-14.20",
+                "0.01",
+                "-0.01",
+                "99999999.99",
+                "-99999999.50",
+                "1.05",
+                "10.00",
+                None,
+            ]
+        ],
     }
     values["tz"] = [t.replace(tzinfo=UTC) if t is not None else None for t in values["ts"]]
     schema = pa.schema([("id", pa.int64())] + [(c, k) for c, (_, k) in COLUMNS.items()])
@@ -172,12 +219,31 @@ def source_rows() -> pa.RecordBatch:
 
 
 CASES = [
-    ("identity", "i"), ("identity", "s"), ("identity", "d"), ("identity", "tz"), ("identity", "m"),
-    ("year", "d"), ("year", "ts"), ("month", "d"), ("month", "tz"), ("day", "d"), ("day", "ts"),
-    ("hour", "ts"), ("hour", "tz"),
-    ("bucket[7]", "i"), ("bucket[7]", "l"), ("bucket[5]", "s"), ("bucket[3]", "b"),
-    ("bucket[11]", "d"), ("bucket[4]", "ts"), ("bucket[4]", "tz"), ("bucket[6]", "m"),
-    ("truncate[10]", "i"), ("truncate[1000]", "l"), ("truncate[2]", "s"), ("truncate[2]", "b"),
+    ("identity", "i"),
+    ("identity", "s"),
+    ("identity", "d"),
+    ("identity", "tz"),
+    ("identity", "m"),
+    ("year", "d"),
+    ("year", "ts"),
+    ("month", "d"),
+    ("month", "tz"),
+    ("day", "d"),
+    ("day", "ts"),
+    ("hour", "ts"),
+    ("hour", "tz"),
+    ("bucket[7]", "i"),
+    ("bucket[7]", "l"),
+    ("bucket[5]", "s"),
+    ("bucket[3]", "b"),
+    ("bucket[11]", "d"),
+    ("bucket[4]", "ts"),
+    ("bucket[4]", "tz"),
+    ("bucket[6]", "m"),
+    ("truncate[10]", "i"),
+    ("truncate[1000]", "l"),
+    ("truncate[2]", "s"),
+    ("truncate[2]", "b"),
     ("truncate[50]", "m"),
 ]
 
@@ -193,7 +259,9 @@ def option(transform: str, column: str) -> str:
 def test_rows_land_in_the_partition_the_spec_defines(tmp_path, transform, column):
     catalog = catalog_properties(tmp_path)
     sink = IcebergSink(
-        table=TABLE, catalog=catalog, create_namespace=True,
+        table=TABLE,
+        catalog=catalog,
+        create_namespace=True,
         partition_by=[option(transform, column)],
     )
     batch = source_rows()
@@ -225,7 +293,9 @@ def test_float_identity_partitions_keep_nan_and_signed_zeros(tmp_path):
     catalog = catalog_properties(tmp_path)
     sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=["f"])
     values = [0.0, -0.0, float("nan"), float("nan"), 1.5, None, float("inf")]
-    batch = pa.record_batch({"id": pa.array(range(7), pa.int64()), "f": pa.array(values, pa.float64())})
+    batch = pa.record_batch(
+        {"id": pa.array(range(7), pa.int64()), "f": pa.array(values, pa.float64())}
+    )
     assert run(sink, 0, [batch]).status == "committed"
     read = read_duckdb(catalog).to_pylist()
     assert sorted(r["id"] for r in read) == list(range(7))
@@ -235,7 +305,10 @@ def test_float_identity_partitions_keep_nan_and_signed_zeros(tmp_path):
 
 @pytest.mark.parametrize(
     ("spec", "kind", "value"),
-    [("truncate(10, v)", pa.int32(), -(2**31)), ("truncate(50, v)", pa.decimal128(10, 2), decimal.Decimal("-99999999.99"))],
+    [
+        ("truncate(10, v)", pa.int32(), -(2**31)),
+        ("truncate(50, v)", pa.decimal128(10, 2), decimal.Decimal("-99999999.99")),
+    ],
 )
 def test_a_truncation_below_the_types_range_is_refused(tmp_path, spec, kind, value):
     from eosink import ConfigurationError

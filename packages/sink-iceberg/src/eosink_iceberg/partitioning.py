@@ -149,9 +149,7 @@ def check_spec(spec: Any, schema: Any, table: str, wanted: tuple[str, ...]) -> N
                 "write this table with another engine, or evolve its spec. Nothing was written."
             )
     if wanted:
-        asked = tuple(
-            (str(transform_of(parse_field(w))), parse_field(w).column) for w in wanted
-        )
+        asked = tuple((str(transform_of(parse_field(w))), parse_field(w).column) for w in wanted)
         have = spec_fields(spec, schema)
         if asked != have:
             raise ConfigurationError(

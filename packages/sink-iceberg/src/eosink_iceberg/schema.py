@@ -151,8 +151,10 @@ def _writes_into(stream_type: Any, table_type: Any) -> bool:
         return all(
             f.name in theirs and _writes_into(f.field_type, theirs[f.name].field_type)
             for f in stream_type.fields
-        ) and all(not f.required or f.name in {s.name for s in stream_type.fields}
-                  for f in table_type.fields)
+        ) and all(
+            not f.required or f.name in {s.name for s in stream_type.fields}
+            for f in table_type.fields
+        )
     return False
 
 
