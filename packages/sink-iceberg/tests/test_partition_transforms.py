@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from eosink_iceberg.sink import IcebergSink
-from iceberg_helpers import TABLE, catalog_properties, load, read_duckdb, read_pyiceberg, run
+from iceberg_helpers import TABLE, catalog_properties, load, read_checked, run
 
 UTC = dt.timezone.utc
 EPOCH = dt.datetime(1970, 1, 1)
@@ -286,7 +286,7 @@ def test_rows_land_in_the_partition_the_spec_defines(tmp_path, transform, column
     # one file per partition tuple and task: every tuple appears in exactly two files
     assert all(partitions.count(p) == 2 for p in partitions)
     assert None in partitions  # the null row's partition
-    assert read_pyiceberg(catalog).num_rows == 2 * batch.num_rows
+    assert read_checked(catalog).num_rows == 2 * batch.num_rows
 
 
 def test_float_identity_partitions_keep_nan_and_signed_zeros(tmp_path):
@@ -297,7 +297,7 @@ def test_float_identity_partitions_keep_nan_and_signed_zeros(tmp_path):
         {"id": pa.array(range(7), pa.int64()), "f": pa.array(values, pa.float64())}
     )
     assert run(sink, 0, [batch]).status == "committed"
-    read = read_duckdb(catalog).to_pylist()
+    read = read_checked(catalog).to_pylist()
     assert sorted(r["id"] for r in read) == list(range(7))
     files = list(load(catalog).scan().plan_files())
     assert len(files) == 6  # 0.0, -0.0, NaN, 1.5, null, inf
