@@ -256,3 +256,31 @@ def test_duckdb_reads_every_type_the_sink_wrote(sink, catalog):
     assert [r["t"] for r in got] == extra["t"].to_pylist()
     assert [r["m"] for r in got] == extra["m"].to_pylist()
     assert [r["f"] for r in got] == extra["f"].to_pylist()
+
+
+def test_a_tasks_batches_stream_into_one_file_per_partition_tuple(catalog):
+    """Rows stream through a task a row group at a time: its many Arrow batches still make one
+    file per partition tuple, each with several row groups."""
+    import pyarrow.parquet as pq
+
+    sink = IcebergSink(
+        table=TABLE, catalog=catalog, create_namespace=True, partition_by=["name"], row_group_rows=3
+    )
+    parts = [
+        pa.record_batch(
+            {
+                "id": pa.array([b * 10 + i for i in range(4)], pa.int64()),
+                "name": pa.array(["a", "b", "a", None]),
+            }
+        )
+        for b in range(5)
+    ]
+    pm = plugin_manager(sink)
+    ctx = BatchContext(sink="iceberg", writer_id="w", batch_id=0, query_id="q")
+    state = prepare(pm, ctx, parts[0].schema).state
+    message = pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=1, batches=iter(parts))
+    assert sorted(f.rows for f in message.files) == [5, 5, 10]
+    assert message.rows == 20
+    for f in message.files:
+        metadata = pq.read_metadata(f.path.removeprefix("file://"))
+        assert metadata.num_rows == f.rows and metadata.num_row_groups >= 2

@@ -107,66 +107,129 @@ class IcebergMessage:
 
 
 @attrs.define
+class _OpenFile:
+    """A data file being written: rows wait in ``pending`` until a row group is full."""
+
+    path: str
+    stream: Any
+    writer: Any
+    partition: Any  # the partition Record
+    pending: list[pa.Table] = attrs.field(factory=list)
+    pending_rows: int = 0
+    rows: int = 0
+    nans: dict[int, int] = attrs.field(factory=dict)
+
+
+@attrs.define
 class PartitionWriter:
-    """Writes one Spark partition's rows: one file per partition tuple of the table's spec."""
+    """Writes one task attempt's rows: one file per partition tuple of the table's spec.
+
+    Rows stream through: each Arrow batch is split by partition and appended to its tuple's
+    open file, a row group at a time, so a task holds at most a row group per open file, not
+    its whole partition.
+    """
 
     layout: TableLayout
     io: Any  # the catalog's FileIO
     prefix: str  # file name prefix unique to the task attempt
     compression: str
     row_group_rows: int
+    files: dict[tuple, _OpenFile] = attrs.field(factory=dict)
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> IcebergMessage:
         schema = self.layout.schema()
         spec = self.layout.spec()
         target = file_schema(schema)
-        buffered = [b for b in batches if b.num_rows]
-        if not buffered:
-            return IcebergMessage(files=(), rows=0)
-        rows = to_file_rows(pa.Table.from_batches(buffered), target)
-        files = []
-        for n, (partition, part) in enumerate(Partitioner(spec, schema).split(rows)):
-            files.append(self._write(n, partition, part, schema, spec))
-        return IcebergMessage(files=tuple(files), rows=rows.num_rows)
+        partitioner = Partitioner(spec, schema)
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                rows = to_file_rows(pa.Table.from_batches([batch]), target)
+                for key, partition, part in partitioner.split_keyed(rows):
+                    self._buffer(key, partition, part, schema, spec, target)
+            done = tuple(self._close(f, schema) for f in self.files.values())
+        except BaseException:
+            self._discard()
+            raise
+        return IcebergMessage(files=done, rows=sum(f.rows for f in done))
 
-    def _write(self, n: int, partition: Any, rows: pa.Table, schema: Any, spec: Any) -> IcebergFile:
+    def _buffer(
+        self, key: tuple, partition: Any, rows: pa.Table, schema: Any, spec: Any, target: Any
+    ) -> None:
+        opened = self.files.get(key) or self._open(key, partition, schema, spec, target)
+        opened.pending.append(rows)
+        opened.pending_rows += rows.num_rows
+        if opened.pending_rows >= self.row_group_rows:
+            self._flush(opened, schema)
+
+    def _open(self, key: tuple, partition: Any, schema: Any, spec: Any, target: Any) -> _OpenFile:
+        from pyiceberg.table.locations import load_location_provider
+
+        name = f"{self.prefix}-{len(self.files):05d}.parquet"
+        provider = load_location_provider(self.layout.location, self.layout.properties)
+        path_key = _PathKey(spec, schema, partition) if spec.fields else None
+        path = provider.new_data_location(name, path_key)  # type: ignore[arg-type]
+        stream = self.io.new_output(path).create(overwrite=False)
+        compression = None if self.compression == "none" else self.compression
+        writer = pq.ParquetWriter(stream, target, compression=compression)
+        opened = _OpenFile(path, stream, writer, partition)
+        self.files[key] = opened
+        return opened
+
+    def _flush(self, opened: _OpenFile, schema: Any) -> None:
+        if not opened.pending:
+            return
+        rows = pa.concat_tables(opened.pending)
+        opened.writer.write_table(rows, row_group_size=self.row_group_rows)
+        for field_id, count in _nan_counts(rows, schema).items():
+            opened.nans[field_id] = opened.nans.get(field_id, 0) + count
+        opened.rows += rows.num_rows
+        opened.pending, opened.pending_rows = [], 0
+
+    def _close(self, opened: _OpenFile, schema: Any) -> IcebergFile:
         from pyiceberg.io.pyarrow import (
             compute_statistics_plan,
             data_file_statistics_from_parquet_metadata,
             parquet_path_to_id_mapping,
         )
-        from pyiceberg.table.locations import load_location_provider
 
-        name = f"{self.prefix}-{n:05d}.parquet"
-        provider = load_location_provider(self.layout.location, self.layout.properties)
-        key = _PathKey(spec, schema, partition) if spec.fields else None
-        path = provider.new_data_location(name, key)  # type: ignore[arg-type]
-        output = self.io.new_output(path)
-        compression = None if self.compression == "none" else self.compression
-        with output.create(overwrite=False) as stream:
-            with pq.ParquetWriter(stream, rows.schema, compression=compression) as writer:
-                writer.write_table(rows, row_group_size=self.row_group_rows)
+        self._flush(opened, schema)
+        opened.writer.close()
+        opened.stream.close()
         # the footer the writer wrote (pyarrow keeps it on the closed writer)
-        metadata = writer.writer.metadata
         stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=metadata,
+            parquet_metadata=opened.writer.writer.metadata,
             stats_columns=compute_statistics_plan(schema, self.layout.properties),
             parquet_column_mapping=parquet_path_to_id_mapping(schema),
         ).to_serialized_dict()
         return IcebergFile(
-            path=path,
-            size=len(output),
-            rows=rows.num_rows,
-            partition=tuple(partition),
+            path=opened.path,
+            size=len(self.io.new_input(opened.path)),
+            rows=opened.rows,
+            partition=tuple(opened.partition),
             spec_id=self.layout.spec_id,
             column_sizes=stats["column_sizes"],
             value_counts=stats["value_counts"],
             null_value_counts=stats["null_value_counts"],
-            nan_value_counts=_nan_counts(rows, schema),
+            nan_value_counts=opened.nans,
             lower_bounds=stats["lower_bounds"],
             upper_bounds=stats["upper_bounds"],
             split_offsets=tuple(stats["split_offsets"]) if stats["split_offsets"] else None,
         )
+
+    def _discard(self) -> None:
+        """A failed task: close and delete what it wrote (no message will name it)."""
+        for opened in self.files.values():
+            try:
+                opened.writer.close()
+                opened.stream.close()
+            except Exception:  # noqa: BLE001 - best effort; cleanup finds what stays
+                pass
+            try:
+                self.io.delete(opened.path)
+            except Exception:  # noqa: BLE001
+                pass
 
 
 @attrs.frozen

@@ -184,10 +184,15 @@ class Partitioner:
 
     def split(self, rows: pa.Table) -> Iterator[tuple[Any, pa.Table]]:
         """(partition ``Record`` in Iceberg's representation, rows of that partition)."""
+        for _, partition, part in self.split_keyed(rows):
+            yield partition, part
+
+    def split_keyed(self, rows: pa.Table) -> Iterator[tuple[tuple, Any, pa.Table]]:
+        """(key, partition ``Record``, rows): equal keys across calls mean one partition."""
         from pyiceberg.typedef import Record
 
         if not self.spec.fields:
-            yield Record(), rows
+            yield (), Record(), rows
             return
         groups = None
         for field in self.spec.fields:
@@ -200,7 +205,7 @@ class Partitioner:
             groups = one if groups is None else _combine(groups, one)
         assert groups is not None
         for key, part in groups.split(rows):
-            yield Record(*(_value(k) for k in key)), part
+            yield key, Record(*(_value(k) for k in key)), part
 
 
 def _checked(field: Any, source: Any) -> Any:
