@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 from hypothesis import strategies as st
 from spark_manifest_oracle import read_committed
 
-from eosink.testing.faultfs import ObjectStore
-from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
+from eosink.testing.faultfs import ObjectStore, StoreFault
+from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation
 from eosink_files.sink import FilesSink
 
 LOG = "out/_spark_metadata/"
@@ -83,3 +84,17 @@ class TestFilesSimulation(SinkSimulation):
         back as null: one folder holds all three."""
         nulls = ("", "__HIVE_DEFAULT_PARTITION__")
         return {k: None if k in spec.partition_by and v in nulls else v for k, v in row.items()}
+
+
+def test_history_ended_with_a_store_fault_armed_recovers_without_it() -> None:
+    """Found by a soak (seed 2121277703), shrunk: a history ran out of draws (hypothesis stops
+    a history that overruns its budget) right after its last ``run`` step armed a store fault
+    (an error on the 5th PUT) and before that batch ran. The fault stayed armed into Spark's
+    recovery, whose first batch met it in the sink's store check: a failure of the kit, not of
+    the sink. A step now arms its fault after drawing its batch, and recovery disarms first."""
+    kit = TestFilesSimulation()
+    history = kit.history_machine(None)()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
+    history.start(Script((schema, ()), 1, {"compact_interval": 2, "log_cleanup_delay_s": 0.0}))
+    history.target.store.arm(StoreFault(kind="error", after=1, ops=("put",)))
+    history.teardown()  # recovers: the writer's two batches committed, each read back once

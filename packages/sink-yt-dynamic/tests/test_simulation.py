@@ -22,7 +22,7 @@ from eosink import BatchContext, ConfigurationError, run_batch
 from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.faults import FaultPlugin
-from eosink.testing.simulation import History, HistorySpec, SimTarget, SinkSimulation
+from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation
 from eosink_yt_dynamic import YtDynamicSink, create_output_table
 from eosink_yt_emulator.kit import KitStore
 
@@ -156,15 +156,6 @@ def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: 
     assert plugin_manager(sink).hook.is_committed(ctx=ctx) is None
 
 
-class Script:
-    """The draws of a shrunk history, replayed in order (hypothesis's ``data`` stand-in)."""
-
-    def __init__(self, *values: Any) -> None:
-        self.values = list(values)
-
-    def draw(self, strategy: Any, label: str | None = None) -> Any:
-        return self.values.pop(0)
-
 
 def test_history_damage_after_a_batch_that_committed_then_crashed(yt_emulator: Any) -> None:
     """Found by the histories, shrunk: a writer's batch commits, then its driver crashes before
@@ -172,12 +163,12 @@ def test_history_damage_after_a_batch_that_committed_then_crashed(yt_emulator: A
     rightly skips it (its proof is in the progress table; nothing is written), and the kit
     took that skip for writing into a damaged target (a false alarm of the kit)."""
     kit = TestYtDynamicSimulation()
-    history = type("ShrunkHistory", (History,), {"kit": kit, "env": yt_emulator})()
+    history = kit.history_machine(yt_emulator)()
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
     history.start(Script((schema, ()), 1, {}))
     writer = history.writers[0]
     rows = pa.record_batch([[0, 1], [None, -53]], schema=schema)
-    history.run(Script(writer, FaultPlugin("after_commit"), [2], rows, False), batches=1)
+    history.run(Script(writer, [2], rows, FaultPlugin("after_commit"), False), batches=1)
     assert history.status == {(0, 0): "maybe"}
     history.damage(Script(writer))  # skipped: no error, nothing written
     history.teardown()

@@ -247,13 +247,15 @@ class SinkSimulation:
         return None
 
     def test_generated_histories(self, simulation_env: Any) -> None:
-        kit = self
-        machine = type(
-            f"{type(self).__name__}History",
-            (History,),
-            {"kit": kit, "env": simulation_env},
+        run_state_machine_as_test(
+            self.history_machine(simulation_env), settings=self.simulation_settings()
         )
-        run_state_machine_as_test(machine, settings=self.simulation_settings())
+
+    def history_machine(self, env: Any) -> type[History]:
+        """The rule-based machine of this kit's histories against ``env``. A regression test
+        replays a shrunk history with an instance of it, calling its steps in order with a
+        :class:`Script` of the draws the failure report lists."""
+        return type(f"{type(self).__name__}History", (History,), {"kit": self, "env": env})
 
     def simulation_settings(self) -> settings:
         soak = os.environ.get("EOSINK_SIMULATION_SOAK") == "1"
@@ -267,6 +269,23 @@ class SinkSimulation:
             print_blob=True,
             suppress_health_check=list(HealthCheck),
         )
+
+
+class Script:
+    """The draws of a shrunk history, replayed in order: a stand-in for hypothesis's ``data``.
+
+    A failure report lists each step with its draws; a regression test calls the same steps
+    with the same values (``history.run(Script(writer, [2], rows, None), batches=1)``), which
+    keeps reproducing after the strategies change, unlike a ``@reproduce_failure`` blob.
+    Running out of draws raises :class:`IndexError`, as hypothesis stops a history whose
+    draws overrun its budget.
+    """
+
+    def __init__(self, *values: Any) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        return self.values.pop(0)
 
 
 class History(RuleBasedStateMachine):
@@ -350,8 +369,8 @@ class History(RuleBasedStateMachine):
                 return
 
     def _run_one(self, data: st.DataObject, writer: Writer) -> bool:
-        fault = self._draw_fault(data)
         batches = self._batch_data(data, writer)
+        fault = self._draw_fault(data)  # armed last: nothing but the batch may meet it
         sink = self._in(writer.pid, self.target.sink)
         ctx = self._context(writer, sink)
         plugins = [self.crash_points, *([fault] if isinstance(fault, FaultPlugin) else [])]
@@ -553,7 +572,10 @@ class History(RuleBasedStateMachine):
 
     def recover(self) -> None:
         """Spark's recovery: zombies finish or die, every writer replays its unfinished
-        batch and writes one more; then every batch must be there exactly once."""
+        batch and writes one more; then every batch must be there exactly once. No fault
+        is armed any more (a history may end between arming one and running its batch)."""
+        self._disarm()
+        self.crash_points.crash_at = None
         for attempt in list(self.zombies):
             self.zombies.remove(attempt)
         for writer in self.writers:
