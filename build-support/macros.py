@@ -107,7 +107,7 @@ def eosink_package(
     )
 
 
-def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=()):
+def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=(), spark_timeout=None):
     """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
 
     discovers_sinks: tests find sinks (and sources) through the eosink.sinks (eosink.sources)
@@ -118,6 +118,8 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
     cluster_packages: packages (e.g. wheels: python_distribution targets) built before the
                      cluster tests run and placed in their sandbox; only a package that
                      names them has cluster tests (one pytest process, one cluster for all)
+    spark_timeout:   seconds for each Spark test file (default: pants.toml's timeout_default),
+                     for a package whose few Spark files each start several queries
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
     package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
     """
@@ -148,6 +150,7 @@ def eosink_tests(*, discovers_sinks=False, dependencies=(), cluster_packages=())
         batch_compatibility_tag=f"spark-{package}",
         stevedore_namespaces=namespaces,
         dependencies=extra,
+        **({"timeout": spark_timeout} if spark_timeout else {}),
     )
     if not cluster_packages:
         return
