@@ -23,6 +23,8 @@ import pytest
 from eosink_iceberg.proofs import StoredProof, property_key
 from iceberg_helpers import duckdb_missing, load, read_duckdb, read_pyiceberg
 
+from eosink import cli
+
 FILES, ROWS_PER_FILE = 4, 300
 
 
@@ -48,7 +50,7 @@ def data_files(work) -> set[str]:
 
 
 @pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
-def test_query_killed_mid_batch_and_restarted(tmp_path, door, iceberg_entry_point):
+def test_query_killed_mid_batch_and_restarted(tmp_path, door, iceberg_entry_point, capsys):
     os.makedirs(tmp_path / "in")
     expected = []
     for n in range(FILES):
@@ -85,16 +87,14 @@ def test_query_killed_mid_batch_and_restarted(tmp_path, door, iceberg_entry_poin
     orphans = on_disk_before - listed
     assert orphans, "the killed attempt left its written file behind"
     # the operator's cleanup: a dry run lists the orphans, --delete removes them, reads unchanged
-    command = [sys.executable, "-m", "eosink.cli", "cleanup", "iceberg", killable_query.TABLE]
+    command = ["cleanup", "iceberg", killable_query.TABLE, "--older-than", "0s"]
     for key, value in catalog.items():
         command += ["-o", f"catalog.{key}={value}"]
-    command += ["--older-than", "0s"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    dry = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-    assert all(name in dry.stdout for name in orphans), dry.stdout
+    assert cli.main(command) == 0
+    dry = capsys.readouterr().out
+    assert all(name in dry for name in orphans), dry
     assert data_files(tmp_path) >= orphans
-    subprocess.run([*command, "--delete"], env=env, capture_output=True, text=True, check=True)
+    assert cli.main([*command, "--delete"]) == 0
     assert not data_files(tmp_path) & orphans
-    assert sorted(read_pyiceberg(catalog, killable_query.TABLE).column("id").to_pylist()) == sorted(
-        expected
-    )
+    held = read_pyiceberg(catalog, killable_query.TABLE).column("id").to_pylist()
+    assert sorted(held) == sorted(expected)
