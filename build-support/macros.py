@@ -136,7 +136,12 @@ def eosink_package(
 
 
 def eosink_tests(
-    *, discovers_sinks=False, dependencies=(), cluster_packages=(), install_packages=()
+    *,
+    discovers_sinks=False,
+    dependencies=(),
+    cluster_packages=(),
+    install_packages=(),
+    spark_timeout=None,
 ):
     """The tests of a package: test_*.py / *_test.py, plus conftest.py and helpers.
 
@@ -151,6 +156,8 @@ def eosink_tests(
     install_packages: every distribution of the repo (python_distribution targets), built
                      before the install tests (INSTALL_TEST_GLOBS) run; only a package that
                      names them has install tests
+    spark_timeout:   seconds for each Spark test file (default: pants.toml's timeout_default),
+                     for a package whose few Spark files each start several queries
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
     package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
     """
@@ -182,6 +189,7 @@ def eosink_tests(
         batch_compatibility_tag=f"spark-{package}",
         stevedore_namespaces=namespaces,
         dependencies=extra,
+        **({"timeout": spark_timeout} if spark_timeout else {}),
     )
     if install_packages:
         python_tests(

@@ -5,7 +5,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-EXPECTED_SINKS = ["delta", "files", "sqlite", "yt-dynamic", "yt-static"]
+EXPECTED_SINKS = ["delta", "files", "iceberg", "postgres", "sqlite", "yt-dynamic", "yt-static"]
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         *("ytsaurus-client", "ytsaurus-yson"),
     },
     "eosink-yt-emulator": {"ytsaurus-client", "ytsaurus-yson"},
+    "eosink-iceberg": {"attrs", "eosink", "pyarrow", "pyiceberg"},
     "eosink-postgres": {"attrs", "eosink", "psycopg", "pyarrow"},
     "eosink-sqlite": {"attrs", "eosink", "pyarrow"},
 }

@@ -25,6 +25,7 @@ SOURCES_GROUP = "eosink.sources"
 KNOWN_SINKS = {
     "files": "eosink-files",
     "delta": "eosink-delta",
+    "iceberg": "eosink-iceberg",
     "yt-dynamic": "eosink-yt-dynamic",
     "yt-static": "eosink-yt-static",
     "postgres": "eosink-postgres",

@@ -1,0 +1,69 @@
+"""The ``iceberg`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eosink import ConfigurationError, hookimpl
+from eosink.reports import CleanupReport, TargetStatus, Verification
+
+
+class IcebergCommands:
+    """Operator hooks of the iceberg sink; ``self.options`` are its ``IcebergOptions``."""
+
+    options: Any
+
+    def _existing(self) -> Any:
+        from eosink_iceberg.catalog import load
+
+        table = load(self.options)
+        if table is None:
+            raise ConfigurationError(
+                f"sink 'iceberg': table {self.options.table} does not exist in catalog "
+                f"{self.options.catalog_name!r}; check the table name and catalog options"
+            )
+        return table
+
+    @hookimpl
+    def target_status(self) -> TargetStatus:
+        from eosink_iceberg.proofs import all_proofs
+
+        table = self._existing()
+        proofs = all_proofs(table)
+        head = table.metadata.current_snapshot()
+        return TargetStatus(
+            target=self.options.table,
+            writers=tuple(proofs[w].proof for w in sorted(proofs)),
+            details={
+                "table_uuid": str(table.metadata.table_uuid),
+                "format_version": table.metadata.format_version,
+                "snapshots": len(table.metadata.snapshots),
+                "current_snapshot": head.snapshot_id if head else None,
+                "location": table.metadata.location,
+            },
+        )
+
+    @hookimpl
+    def verify_target(self) -> Verification:
+        """Every data file of the current snapshot exists with its recorded size."""
+        table = self._existing()
+        problems = []
+        checked = 0
+        for task in table.scan().plan_files():
+            checked += 1
+            f = task.file
+            entry = table.io.new_input(f.file_path)
+            if not entry.exists():
+                problems.append(f"data file {f.file_path} is missing")
+            elif len(entry) != f.file_size_in_bytes:
+                problems.append(
+                    f"data file {f.file_path} has {len(entry)} bytes, the manifest says "
+                    f"{f.file_size_in_bytes}"
+                )
+        return Verification(self.options.table, checked, tuple(problems))
+
+    @hookimpl
+    def cleanup_target(self, older_than_s: float, delete: bool) -> CleanupReport:
+        from eosink_iceberg.cleanup import cleanup
+
+        return cleanup(self.options, self._existing(), older_than_s, delete)

@@ -1,0 +1,255 @@
+"""The executor half: Arrow batches to Parquet data files with Iceberg field ids and stats.
+
+A file is invisible to readers until a commit adds it to a snapshot; files of failed attempts
+stay out of every snapshot (orphans that ``eosink cleanup iceberg`` removes). Every file's name
+is unique to the task attempt (``eosink-<attempt tag>-<partition>-<task attempt id>-<n>``), so a
+retried or speculative task never overwrites a file another attempt reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from eosink_iceberg.partitioning import Partitioner
+from eosink_iceberg.schema import file_schema, to_file_rows
+
+#: Every data file eosink writes starts with this: cleanup removes only such files.
+FILE_PREFIX = "eosink-"
+
+
+@attrs.frozen
+class TableLayout:
+    """What an executor needs of the table to write its files (JSON: small, picklable)."""
+
+    location: str
+    schema_json: str
+    spec_json: str
+    spec_id: int
+    properties: dict[str, str]
+
+    @classmethod
+    def of(cls, metadata: Any) -> TableLayout:
+        spec = metadata.spec()
+        return cls(
+            location=metadata.location,
+            schema_json=metadata.schema().model_dump_json(),
+            spec_json=spec.model_dump_json(),
+            spec_id=spec.spec_id,
+            properties=dict(metadata.properties),
+        )
+
+    def schema(self) -> Any:
+        from pyiceberg.schema import Schema
+
+        return Schema.model_validate_json(self.schema_json)
+
+    def spec(self) -> Any:
+        from pyiceberg.partitioning import PartitionSpec
+
+        return PartitionSpec.model_validate_json(self.spec_json)
+
+
+@attrs.frozen
+class IcebergFile:
+    """One data file an attempt wrote, as the commit's manifest entry will describe it."""
+
+    path: str  # the file's full location (a URI for object stores)
+    size: int
+    rows: int
+    partition: tuple[Any, ...]  # partition values in Iceberg's representation
+    spec_id: int
+    column_sizes: dict[int, int]
+    value_counts: dict[int, int]
+    null_value_counts: dict[int, int]
+    nan_value_counts: dict[int, int]
+    lower_bounds: dict[int, bytes]
+    upper_bounds: dict[int, bytes]
+    split_offsets: tuple[int, ...] | None
+
+    def data_file(self) -> Any:
+        """The pyiceberg ``DataFile`` of this file (on the driver, for the commit)."""
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        from pyiceberg.typedef import Record
+
+        return DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=self.path,
+            file_format=FileFormat.PARQUET,
+            partition=Record(*self.partition),
+            record_count=self.rows,
+            file_size_in_bytes=self.size,
+            column_sizes=dict(self.column_sizes),
+            value_counts=dict(self.value_counts),
+            null_value_counts=dict(self.null_value_counts),
+            nan_value_counts=dict(self.nan_value_counts),
+            lower_bounds=dict(self.lower_bounds),
+            upper_bounds=dict(self.upper_bounds),
+            split_offsets=list(self.split_offsets) if self.split_offsets else None,
+            sort_order_id=None,
+            spec_id=self.spec_id,
+            equality_ids=None,
+            key_metadata=None,
+        )
+
+
+@attrs.frozen
+class IcebergMessage:
+    """One partition attempt's files (the commit message)."""
+
+    files: tuple[IcebergFile, ...]
+    rows: int
+
+
+@attrs.define
+class _OpenFile:
+    """A data file being written: rows wait in ``pending`` until a row group is full."""
+
+    path: str
+    stream: Any
+    writer: Any
+    partition: Any  # the partition Record
+    pending: list[pa.Table] = attrs.field(factory=list)
+    pending_rows: int = 0
+    rows: int = 0
+    nans: dict[int, int] = attrs.field(factory=dict)
+
+
+@attrs.define
+class PartitionWriter:
+    """Writes one task attempt's rows: one file per partition tuple of the table's spec.
+
+    Rows stream through: each Arrow batch is split by partition and appended to its tuple's
+    open file, a row group at a time, so a task holds at most a row group per open file, not
+    its whole partition.
+    """
+
+    layout: TableLayout
+    io: Any  # the catalog's FileIO
+    prefix: str  # file name prefix unique to the task attempt
+    compression: str
+    row_group_rows: int
+    files: dict[tuple, _OpenFile] = attrs.field(factory=dict)
+
+    def write_all(self, batches: Iterator[pa.RecordBatch]) -> IcebergMessage:
+        schema = self.layout.schema()
+        spec = self.layout.spec()
+        target = file_schema(schema)
+        partitioner = Partitioner(spec, schema)
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                rows = to_file_rows(pa.Table.from_batches([batch]), target)
+                for key, partition, part in partitioner.split_keyed(rows):
+                    self._buffer(key, partition, part, schema, spec, target)
+            done = tuple(self._close(f, schema) for f in self.files.values())
+        except BaseException:
+            self._discard()
+            raise
+        return IcebergMessage(files=done, rows=sum(f.rows for f in done))
+
+    def _buffer(
+        self, key: tuple, partition: Any, rows: pa.Table, schema: Any, spec: Any, target: Any
+    ) -> None:
+        opened = self.files.get(key) or self._open(key, partition, schema, spec, target)
+        opened.pending.append(rows)
+        opened.pending_rows += rows.num_rows
+        if opened.pending_rows >= self.row_group_rows:
+            self._flush(opened, schema)
+
+    def _open(self, key: tuple, partition: Any, schema: Any, spec: Any, target: Any) -> _OpenFile:
+        from pyiceberg.table.locations import load_location_provider
+
+        name = f"{self.prefix}-{len(self.files):05d}.parquet"
+        provider = load_location_provider(self.layout.location, self.layout.properties)
+        path_key = _PathKey(spec, schema, partition) if spec.fields else None
+        path = provider.new_data_location(name, path_key)  # type: ignore[arg-type]
+        stream = self.io.new_output(path).create(overwrite=False)
+        compression = None if self.compression == "none" else self.compression
+        writer = pq.ParquetWriter(stream, target, compression=compression)
+        opened = _OpenFile(path, stream, writer, partition)
+        self.files[key] = opened
+        return opened
+
+    def _flush(self, opened: _OpenFile, schema: Any) -> None:
+        if not opened.pending:
+            return
+        rows = pa.concat_tables(opened.pending)
+        opened.writer.write_table(rows, row_group_size=self.row_group_rows)
+        for field_id, count in _nan_counts(rows, schema).items():
+            opened.nans[field_id] = opened.nans.get(field_id, 0) + count
+        opened.rows += rows.num_rows
+        opened.pending, opened.pending_rows = [], 0
+
+    def _close(self, opened: _OpenFile, schema: Any) -> IcebergFile:
+        from pyiceberg.io.pyarrow import (
+            compute_statistics_plan,
+            data_file_statistics_from_parquet_metadata,
+            parquet_path_to_id_mapping,
+        )
+
+        self._flush(opened, schema)
+        opened.writer.close()
+        opened.stream.close()
+        # the footer the writer wrote (pyarrow keeps it on the closed writer)
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=opened.writer.writer.metadata,
+            stats_columns=compute_statistics_plan(schema, self.layout.properties),
+            parquet_column_mapping=parquet_path_to_id_mapping(schema),
+        ).to_serialized_dict()
+        return IcebergFile(
+            path=opened.path,
+            size=len(self.io.new_input(opened.path)),
+            rows=opened.rows,
+            partition=tuple(opened.partition),
+            spec_id=self.layout.spec_id,
+            column_sizes=stats["column_sizes"],
+            value_counts=stats["value_counts"],
+            null_value_counts=stats["null_value_counts"],
+            nan_value_counts=opened.nans,
+            lower_bounds=stats["lower_bounds"],
+            upper_bounds=stats["upper_bounds"],
+            split_offsets=tuple(stats["split_offsets"]) if stats["split_offsets"] else None,
+        )
+
+    def _discard(self) -> None:
+        """A failed task: close and delete what it wrote (no message will name it)."""
+        for opened in self.files.values():
+            try:
+                opened.writer.close()
+                opened.stream.close()
+            except Exception:  # noqa: BLE001 - best effort; cleanup finds what stays
+                pass
+            try:
+                self.io.delete(opened.path)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+@attrs.frozen
+class _PathKey:
+    """What a location provider asks of a partition key: its folder text."""
+
+    spec: Any
+    schema: Any
+    partition: Any
+
+    def to_path(self) -> str:
+        return self.spec.partition_to_path(self.partition, self.schema)
+
+
+def _nan_counts(rows: pa.Table, schema: Any) -> dict[int, int]:
+    """NaN counts of the top-level float columns (Parquet's metadata has none): readers
+    prune ``isnan`` filters on them, and the bounds leave NaN out."""
+    out = {}
+    for field in schema.fields:
+        column = rows.column(field.name)
+        if pa.types.is_floating(column.type):
+            out[field.field_id] = int(pc.sum(pc.is_nan(column)).as_py() or 0)
+    return out

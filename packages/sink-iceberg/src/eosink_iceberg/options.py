@@ -1,0 +1,159 @@
+"""The options of the ``iceberg`` sink, from Python keywords or Spark's string options.
+
+The catalog is configured with pyiceberg's own catalog properties (``uri``, ``type``,
+``warehouse``, ``s3.access-key-id``...): from Python as one dict, ``catalog={...}``; from Spark
+as one option per property, ``catalog.<property>`` (``.option("catalog.uri", "sqlite:///...")``),
+the way Spark's own Iceberg catalogs take ``spark.sql.catalog.<name>.<property>``. They travel
+with the sink to the executors (which write the data files through the catalog's FileIO) and
+never show in a ``repr``, a log line or an error: credential-like values are masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from eosink import ConfigurationError
+from eosink.options import masked, names, option_key
+
+#: Spark options ``catalog.<property>`` are the entries of the ``catalog`` field.
+CATALOG_PREFIX = "catalog."
+#: Table format versions this sink writes (pyiceberg writes v3 only in part).
+FORMAT_VERSIONS = (1, 2)
+COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
+
+
+def catalog_properties(value: Any) -> dict[str, str]:
+    """attrs converter of ``catalog``: a dict (or its JSON text), values as strings."""
+    import json
+
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            value = None
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            "sink 'iceberg': option catalog: give pyiceberg's catalog properties as a dict "
+            "(Python) or one Spark option per property, e.g. .option('catalog.uri', "
+            "'sqlite:////tmp/catalog.db')"
+        )
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def partition_fields(value: Any) -> tuple[str, ...]:
+    """attrs converter of ``partition_by``: a list, or Spark's one string of entries separated
+    by commas outside parentheses (``"bucket(16, id), day(ts)"``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, str):
+        return names(value)
+    entries, depth, current = [], 0, ""
+    for char in value:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            entries.append(current)
+            current = ""
+        else:
+            current += char
+    entries.append(current)
+    return tuple(e.strip() for e in entries if e.strip())
+
+
+def identifier(value: Any) -> str:
+    text = str(value or "").strip()
+    if not text or "." not in text or text.startswith(".") or text.endswith("."):
+        raise ConfigurationError(
+            f"sink 'iceberg': table {text!r} is not a table identifier; give it as "
+            "'<namespace>.<table>', e.g. 'lake.events'"
+        )
+    return text
+
+
+def split_catalog_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Spark-style options with every ``catalog.<property>`` gathered into ``catalog``, and
+    ``path`` (what ``.save(...)`` and the ``eosink`` command's TARGET give) read as ``table``."""
+    out: dict[str, Any] = {}
+    catalog: dict[str, Any] = {}
+    for name, value in options.items():
+        if name.lower().startswith(CATALOG_PREFIX):
+            catalog[name[len(CATALOG_PREFIX) :]] = value
+        else:
+            out[name] = value
+    if catalog:
+        out["catalog"] = {**catalog_properties(out.get("catalog")), **catalog}
+    if "path" in out and "table" not in {k.lower() for k in out}:
+        out["table"] = out.pop("path")
+    for name, value in list(out.items()):
+        # split here: the generic option reader would split "bucket(16, id)" at its comma
+        if option_key(name) == "partitionby" and isinstance(value, str):
+            out[name] = partition_fields(value)
+    return out
+
+
+@attrs.frozen
+class IcebergOptions:
+    """Options of the ``iceberg`` sink.
+
+    ``table``: the table identifier, ``<namespace>.<table>`` (also given as ``path``).
+    ``catalog``: pyiceberg's catalog properties (``type``: ``sql``, ``rest``, ``glue``,
+    ``hive``...; ``uri``; ``warehouse``; FileIO properties such as ``s3.endpoint``);
+    ``catalog_name``: the catalog's name (the SQL catalog keys its rows by it).
+    ``create``: create the table on the first write if it is missing (its schema from the
+    stream's, see the README's type map; partitioned by ``partition_by``);
+    ``create_namespace``: also create a missing namespace. ``partition_by``: a new table's
+    partition spec, one field per entry: ``col``, ``year(col)``, ``month(col)``, ``day(col)``,
+    ``hour(col)``, ``bucket(N, col)``, ``truncate(W, col)``; for an existing table it is
+    checked against the table's spec when given. ``merge_schema``: add the stream's new
+    columns to the table (as Delta's ``mergeSchema``); without it a difference is an error.
+    ``format_version``: a new table's format version (1 or 2). ``commit_retries``: how often
+    a commit that lost a race with another writer is tried again, after re-checking the proof.
+    ``compression``, ``row_group_rows`` shape the Parquet files.
+    """
+
+    table: str = attrs.field(converter=identifier)
+    catalog: dict[str, str] = attrs.field(
+        factory=dict,
+        converter=catalog_properties,
+        repr=lambda value: repr(masked(value)),
+        hash=False,
+    )
+    catalog_name: str = "eosink"
+    create: bool = True
+    create_namespace: bool = False
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=partition_fields)
+    merge_schema: bool = False
+    format_version: int = 2
+    commit_retries: int = 8
+    compression: str = "zstd"
+    row_group_rows: int = 1_000_000
+
+    def __attrs_post_init__(self) -> None:
+        if not self.catalog:
+            raise ConfigurationError(
+                "sink 'iceberg': no catalog given; set pyiceberg's catalog properties, e.g. "
+                "catalog={'type': 'sql', 'uri': 'sqlite:////data/catalog.db', 'warehouse': "
+                "'file:///data/warehouse'} or .option('catalog.uri', ...) from Spark"
+            )
+        if self.format_version not in FORMAT_VERSIONS:
+            raise ConfigurationError(
+                f"sink 'iceberg': format_version {self.format_version} is not one this sink "
+                f"writes; use one of {', '.join(map(str, FORMAT_VERSIONS))}"
+            )
+        if self.compression.lower() not in COMPRESSIONS:
+            raise ConfigurationError(
+                f"sink 'iceberg': compression {self.compression!r} is unknown; use one of "
+                f"{', '.join(COMPRESSIONS)}"
+            )
+        if self.commit_retries < 0 or self.row_group_rows < 1:
+            raise ConfigurationError(
+                "sink 'iceberg': commit_retries must be >= 0 and row_group_rows positive"
+            )
+
+    @property
+    def namespace(self) -> str:
+        return self.table.rsplit(".", 1)[0]

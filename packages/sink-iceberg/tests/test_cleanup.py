@@ -1,0 +1,67 @@
+"""``eosink cleanup|status|verify iceberg``: orphans of failed attempts found (dry run), kept
+while young, removed with ``delete``; committed files, files of older snapshots and files
+eosink did not write are never touched."""
+
+from __future__ import annotations
+
+from eosink_iceberg.sink import IcebergSink
+from iceberg_helpers import TABLE, catalog_properties, load, read_pyiceberg, rows, run
+
+from eosink import BatchContext
+from eosink.protocol import prepare
+from eosink.registry import plugin_manager
+
+
+def test_cleanup_finds_then_removes_orphans_only(tmp_path):
+    catalog = catalog_properties(tmp_path)
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True)
+    assert run(sink, 0).status == "committed"
+    assert run(sink, 1, mode="complete").status == "committed"  # batch 0's file: older snapshot
+    # a driver killed after its executors wrote batch 2: no commit, no abort
+    pm = plugin_manager(IcebergSink(table=TABLE, catalog=catalog))
+    ctx = BatchContext(sink="iceberg", writer_id="w", batch_id=2, query_id="q")
+    state = prepare(pm, ctx, rows(2).schema).state
+    pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=9, batches=iter([rows(2)]))
+    data = tmp_path / "warehouse" / "lake" / "events" / "data"
+    foreign = data / "00000-0-written-by-someone-else.parquet"
+    foreign.write_bytes(b"not ours")
+    listed = {t.file.file_path.rsplit("/", 1)[-1] for t in load(catalog).scan().plan_files()}
+    all_files = {p.name for p in data.iterdir()}
+    orphans = all_files - listed - {foreign.name}
+    assert (
+        len(orphans) == 2
+    )  # the crashed attempt's file and batch 0's, which an older snapshot lists
+    pm = plugin_manager(sink)
+
+    young = pm.hook.cleanup_target(older_than_s=10**9, delete=False)
+    assert not young.removable and len(young.kept) == 1
+
+    dry = pm.hook.cleanup_target(older_than_s=0, delete=False)
+    assert len(dry.removable) == 1  # only the crashed attempt's: batch 0's is in a snapshot
+    crashed = dry.removable[0].path.rsplit("/", 1)[-1]
+    assert crashed in orphans
+    assert {p.name for p in data.iterdir()} == all_files  # a dry run removes nothing
+
+    done = pm.hook.cleanup_target(older_than_s=0, delete=True)
+    assert done.deleted and len(done.removable) == 1
+    left = {p.name for p in data.iterdir()}
+    assert left == all_files - {done.removable[0].path.rsplit("/", 1)[-1]}
+    assert foreign.name in left
+    assert sorted(read_pyiceberg(catalog).column("id").to_pylist()) == list(range(1000, 1005))
+
+    status = pm.hook.target_status()
+    assert [(p.writer_id, p.batch_id) for p in status.writers] == [("w", 1)]
+    assert status.details["snapshots"] >= 2
+    assert pm.hook.verify_target().ok
+
+
+def test_verify_reports_a_missing_file(tmp_path):
+    catalog = catalog_properties(tmp_path)
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True)
+    assert run(sink, 0).status == "committed"
+    path = next(iter(load(catalog).scan().plan_files())).file.file_path.removeprefix("file://")
+    import os
+
+    os.remove(path)
+    result = plugin_manager(sink).hook.verify_target()
+    assert not result.ok and "missing" in result.problems[0]

@@ -1,0 +1,108 @@
+"""The iceberg sink passes the kit's generated histories (:mod:`eosink.testing.simulation`),
+judged by pyiceberg's scan (which plans files from the manifests the commits wrote), never by
+eosink_iceberg's helpers.
+
+What a history draws besides the kit's dimensions (writers, crashes, zombies, commits from
+fresh workers, cleanup, the clock, damage): how the partition columns are partitioned
+(identity, or the transform that fits their type: bucket, truncate, year/month/day/hour), small
+row groups, and whether the commit retries on a conflict (0 or 3 times). The damage a user does
+by hand: a partition field of a transform this sink does not compute (``void``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from typing import Any
+
+from eosink_iceberg.sink import IcebergSink
+from hypothesis import strategies as st
+from iceberg_helpers import TABLE, catalog_properties, load, read_pyiceberg
+
+from eosink.testing.arrow_data import COLUMN_TYPES
+from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
+
+#: Every type of the kit: the type map takes them all.
+ICEBERG_TYPES = tuple(COLUMN_TYPES)
+#: What it partitions by (identity takes every primitive type; the transforms those they fit).
+PARTITION_TYPES = (
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float32",
+    "float64",
+    "bool",
+    "string",
+    "binary",
+    "date",
+    "timestamp",
+    "timestamp_utc",
+    "decimal",
+)
+#: The transform a partition column of a type gets in a "transform" history.
+TRANSFORMS = {
+    "int8": "bucket(3, {})",
+    "int16": "truncate(10, {})",
+    "int32": "bucket(5, {})",
+    "int64": "truncate(1000, {})",
+    "string": "truncate(1, {})",
+    "binary": "bucket(2, {})",
+    "date": "month({})",
+    "timestamp": "hour({})",
+    "timestamp_utc": "year({})",
+    "decimal": "bucket(4, {})",
+}
+
+
+def partition_fields(spec: HistorySpec, style: str) -> list[str]:
+    """``partition_by`` of a history: its columns as they are, or through a transform."""
+    out = []
+    for name in spec.partition_by:
+        kind = next(n for n, (t, _) in COLUMN_TYPES.items() if t == spec.schema.field(name).type)
+        pattern = TRANSFORMS.get(kind, "{}") if style == "transform" else "{}"
+        out.append(pattern.format(name))
+    return out
+
+
+class TestIcebergSimulation(SinkSimulation):
+    simulation_types = ICEBERG_TYPES
+    simulation_partition_types = PARTITION_TYPES
+    simulation_examples = 15
+
+    def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
+        return st.fixed_dictionaries(
+            {
+                "row_group_rows": st.sampled_from([1_000_000, 2]),
+                "commit_retries": st.sampled_from([0, 3]),
+                "partition_style": st.sampled_from(["identity", "transform"]),
+            }
+        )
+
+    def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
+        folder = tempfile.mkdtemp(prefix="eosink-iceberg-sim-")
+        catalog = catalog_properties(folder)
+        options = dict(spec.options)
+        fields = partition_fields(spec, options.pop("partition_style", "identity"))
+
+        def make_sink() -> IcebergSink:
+            return IcebergSink(
+                table=TABLE,
+                catalog=catalog,
+                create_namespace=True,
+                partition_by=fields,
+                **options,
+            )
+
+        def damage() -> None:
+            from pyiceberg.transforms import VoidTransform
+
+            with load(catalog).update_spec() as update:
+                update.add_field("id", VoidTransform(), "id_void")
+
+        return SimTarget(
+            sink=make_sink,
+            read=lambda: read_pyiceberg(catalog),
+            damage=damage,
+            close=lambda: shutil.rmtree(folder, ignore_errors=True),
+        )
