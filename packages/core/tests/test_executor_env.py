@@ -58,7 +58,9 @@ class _Spark:
     """Just what register() touches: an application id and the data source registry."""
 
     def __init__(self, app: str):
-        self.sparkContext = type("SparkContext", (), {"applicationId": app, "defaultParallelism": 2})
+        self.sparkContext = type(
+            "SparkContext", (), {"applicationId": app, "defaultParallelism": 2}
+        )
         self.registered: list[type] = []
         self.dataSource = type("Registry", (), {"register": staticmethod(self.registered.append)})
 

@@ -124,7 +124,6 @@ class TestYtDynamicSimulation(SinkSimulation):
         return {k: yt_value(v) for k, v in row.items()}
 
 
-
 def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: Any) -> None:
     """Found by the histories, shrunk: one writer, one batch of two partitions, the second
     with a date of year 1 in a ``date`` column. YT's dates start in 1970, so the upsert failed
@@ -154,7 +153,6 @@ def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: 
         run_batch(sink, ctx, schema, LocalRunner([[good], [bad]]))
     assert [r["id"] for r in client.select_rows(f"id from [{path}]")] == [1]
     assert plugin_manager(sink).hook.is_committed(ctx=ctx) is None
-
 
 
 def test_history_damage_after_a_batch_that_committed_then_crashed(yt_emulator: Any) -> None:

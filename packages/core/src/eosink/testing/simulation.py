@@ -106,15 +106,16 @@ class SimTarget:
     of the target sees, by a reader independent of the sink (Spark's semantics for files,
     delta-rs for Delta, the store itself...): a ``pyarrow.Table`` or a list of dicts with at
     least the spec's columns. ``store``: where store faults can be armed (a
-    :class:`~eosink.testing.faultfs.FaultTarget`; ``None``: the target takes none). ``damage``: changes the target as a careless user or a broken tool would
-    (``None``: not simulated). ``close``: removes the target.
+    :class:`~eosink.testing.faultfs.FaultTarget`; ``None``: the target takes none).
+    ``damage``: changes the target as a careless user or a broken tool would (``None``: not
+    simulated). ``close``: removes the target.
     """
 
     sink: Callable[[], Any]
     read: Callable[[], Any]
     store: FaultTarget | None = None
     damage: Callable[[], None] | None = None
-    close: Callable[[], None] = lambda: None
+    close: Callable[[], None] = attrs.field(default=lambda: None)
 
 
 class SimClock:
