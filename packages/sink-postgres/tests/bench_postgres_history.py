@@ -7,7 +7,7 @@ of its own (``eosink.testing.postgres``). Per batch it measures the driver's exa
 first and the last ``--window`` batches and their ratio: a flat history is a ratio near 1.
 
     ./pants run packages/sink-postgres/tests:bench-history -- --batches 10000
-    python packages/sink-postgres/tests/bench_history.py --batches 1000
+    python packages/sink-postgres/tests/bench_postgres_history.py --batches 1000
 """
 
 from __future__ import annotations
