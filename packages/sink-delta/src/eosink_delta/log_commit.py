@@ -22,14 +22,13 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-import structlog
-
 from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink.logs import get_logger
 from eosink_delta.log_view import LogView, TableLog, commit_path
 from eosink_delta.store import delta_options
 from eosink_delta.table import ATTEMPT_KEY, PROOF_KEY
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 #: What the commitInfo says wrote the commit (Delta's readers show it in the history).
 ENGINE_INFO = "eosink-delta"

@@ -34,12 +34,12 @@ from typing import Any
 import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
-import structlog
 
+from eosink.logs import get_logger
 from eosink.process import process_state
 from eosink_delta.store import is_local, object_store
 
-log = structlog.get_logger("eosink.delta")
+log = get_logger("eosink.delta")
 
 LAST_CHECKPOINT = "_delta_log/_last_checkpoint"
 
