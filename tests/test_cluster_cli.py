@@ -27,6 +27,8 @@ def test_sinks_lists_packages_and_versions(wheel_env):
     assert by_name == {
         "delta": ("eosink-delta", "0.1.0"),
         "files": ("eosink-files", "0.1.0"),
+        "iceberg": ("eosink-iceberg", "0.1.0"),
+        "postgres": ("eosink-postgres", "0.1.0"),
         "sqlite": ("eosink-sqlite", "0.1.0"),
         "yt-dynamic": ("eosink-yt-dynamic", "0.1.0"),
         "yt-static": ("eosink-yt-static", "0.1.0"),
