@@ -24,45 +24,17 @@ from eosink.testing import LocalRunner
 from eosink.testing.faults import FaultPlugin
 from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation
 from eosink_yt_dynamic import YtDynamicSink, create_output_table
-from eosink_yt_emulator.kit import KitStore
+from eosink_yt_emulator.kit import FIRST, LAST, YT_TYPES, KitStore, yt_value
 
 UTC = dt.timezone.utc
-EPOCH = dt.datetime(1970, 1, 1)
 _histories = itertools.count()  # a fresh table path per history
-#: The types the sink maps to YT (eosink_yt_common.yt_type): no decimals, lists or structs.
-YT_TYPES = (
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "float32",
-    "float64",
-    "bool",
-    "string",
-    "binary",
-    "date",
-    "timestamp",
-    "timestamp_utc",
-)
 #: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation). The sink
 #: refuses values outside with a clear error (test_history_* below); the histories draw inside.
-FIRST, LAST = EPOCH, dt.datetime(2105, 12, 31, 23, 59, 59, 999999)
 YT_VALUES = {
     "date": st.dates(FIRST.date(), LAST.date()),
     "timestamp": st.datetimes(FIRST, LAST),
     "timestamp_utc": st.datetimes(FIRST, LAST, timezones=st.just(UTC)),
 }
-
-
-def yt_value(value: Any) -> Any:
-    """A source value as YT gives it back: dates in days, timestamps in microseconds (UTC)."""
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        return (value - EPOCH) // dt.timedelta(microseconds=1)
-    if isinstance(value, dt.date):
-        return (value - EPOCH.date()).days
-    return value
 
 
 def read_back(client: Any, path: str, binary: set[str]) -> list[dict[str, Any]]:

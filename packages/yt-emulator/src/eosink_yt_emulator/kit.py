@@ -18,6 +18,7 @@ Any object with ``kind``, ``after`` and ``ops`` attributes is a fault here (the 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from .faults import FaultRule, Faults
@@ -44,6 +45,39 @@ KINDS = {
     "lost_reply": ("lost_reply", "after"),
     "short_write": ("lost_reply", "before"),
 }
+
+
+#: The kit's column types (``eosink.testing.arrow_data``) that the YT sinks map to YT types
+#: (``eosink_yt_common.yt_type``): no decimals, lists or structs.
+YT_TYPES = (
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float32",
+    "float64",
+    "bool",
+    "string",
+    "binary",
+    "date",
+    "timestamp",
+    "timestamp_utc",
+)
+EPOCH = dt.datetime(1970, 1, 1)
+#: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation): the
+#: range a history's dates and times are drawn from.
+FIRST, LAST = EPOCH, dt.datetime(2105, 12, 31, 23, 59, 59, 999999)
+
+
+def yt_value(value: Any) -> Any:
+    """A source value as YT gives it back: dates in days, timestamps in microseconds (UTC)."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return (value - EPOCH) // dt.timedelta(microseconds=1)
+    if isinstance(value, dt.date):
+        return (value - EPOCH.date()).days
+    return value
 
 
 class KitStore:
