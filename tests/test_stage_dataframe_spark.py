@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 import eosink
 from eosink.testing.faults import FaultPlugin
 
-SINKS = {"files": {"engine": "spark"}, "delta": {"file_writer": "spark"}}
+SINKS = {"files": {"file_writer": "spark"}, "delta": {"file_writer": "spark"}}
 
 
 def read_back(spark, name, path):

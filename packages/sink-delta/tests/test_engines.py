@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
-from eosink_delta import spark as engines
+from eosink_delta import delta_spark as engines
 from eosink_delta.sink import DeltaSink, read_table
 from delta_helpers import QUERY, rows, run, txns
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from eosink_files.cleanup import FOREIGN, ORPHAN
 from eosink_files.sink import FilesSink
 from files_helpers import run
@@ -43,13 +45,22 @@ def test_status_verify_and_cleanup_of_a_written_folder(tmp_path):
     broken = sink.verify_target()
     assert len(broken.problems) == 1 and broken.problems[0].startswith(f"missing: {victim.name}")
 
+@pytest.fixture
+def eosink_command():
+    """The ``eosink`` command's ``main``; its logging set-up (stderr, WARNING) undone after."""
+    from eosink.cli import main
+    from eosink.logs import reset_logging
 
-def test_eosink_cleanup_files_covers_the_retired_cleanup_command(tmp_path, capsys):
+    yield main
+    reset_logging()
+
+
+
+def test_eosink_cleanup_files_covers_the_retired_cleanup_command(tmp_path, capsys, eosink_command):
     """``eosink cleanup files`` takes what ``python -m eosink_files.cleanup`` took: the folder,
     an age (``--older-than`` for ``--older-than-hours``), ``--delete``, and the compact
     interval (``-o compactInterval=N`` for ``--compact-interval N``)."""
-    from eosink.cli import main
-
+    main = eosink_command
     out = tmp_path / "out"
     sink = FilesSink(path=str(out), compact_interval=3)
     for batch in range(4):  # a .compact at log id 2

@@ -45,7 +45,7 @@ from eosink import (
 )
 from eosink.logs import get_logger
 from eosink_postgres import store
-from eosink_postgres.cli import PostgresCommands
+from eosink_postgres.operator_hooks import PostgresOperatorHooks
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 from eosink_postgres.schema import check_target, create_target
 from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote
@@ -75,7 +75,7 @@ class PostgresMessage:
     rows: int
 
 
-class PostgresSink(PostgresCommands, eosink.Sink):
+class PostgresSink(PostgresOperatorHooks, eosink.Sink):
     """Exactly-once into a PostgreSQL table; the batch's rows and proof in one transaction."""
 
     name = "postgres"
