@@ -173,7 +173,7 @@ class DeltaForeachBatch:
 def foreach_batch(
     path: str, *, writer_id: str, mode: str = "append", plugins: tuple = (), **options: Any
 ) -> DeltaForeachBatch:
-    """``df.writeStream.foreachBatch(eosink_delta.foreach_batch(path, writer_id=...))``.
+    """``df.writeStream.foreachBatch(delta_spark.foreach_batch(path, writer_id=...))``.
 
     Options as the ``delta`` sink's; ``engine="auto"`` (the default here) uses Delta's Spark
     writer when its jars are present, else delta-rs.

@@ -121,8 +121,9 @@ class DeltaSink(DeltaOperatorHooks, eosink.Sink):
         if self.options.engine == "delta-spark":
             raise ConfigurationError(
                 "sink 'delta': engine 'delta-spark' writes through Spark's Delta writer, which "
-                "the eosink front doors do not drive; use eosink_delta.foreach_batch(...) or "
-                "eosink_delta.write_batch(...) for it, or engine='delta-rs' here"
+                "the eosink front doors do not drive; use eosink_delta.delta_spark.foreach_batch("
+                "...) or eosink_delta.delta_spark.write_batch(...) for it, or engine='delta-rs' "
+                "here"
             )
         self._check_store()
         stream = normalize_schema(schema)
