@@ -71,6 +71,7 @@ def test_vacuum_is_deltas_vacuum_plus_the_staging_it_skips(table):
     assert os.listdir(os.path.join(table, "_eosink_staging")) == ["live"]
     assert rows_in(table) == 5
 
+
 @pytest.fixture
 def eosink_command():
     """The ``eosink`` command's ``main``; its logging set-up (stderr, WARNING) undone after."""
@@ -79,7 +80,6 @@ def eosink_command():
 
     yield main
     reset_logging()
-
 
 
 def test_eosink_cleanup_delta_covers_the_retired_cleanup_command(table, capsys, eosink_command):

@@ -45,6 +45,7 @@ def test_status_verify_and_cleanup_of_a_written_folder(tmp_path):
     broken = sink.verify_target()
     assert len(broken.problems) == 1 and broken.problems[0].startswith(f"missing: {victim.name}")
 
+
 @pytest.fixture
 def eosink_command():
     """The ``eosink`` command's ``main``; its logging set-up (stderr, WARNING) undone after."""
@@ -53,7 +54,6 @@ def eosink_command():
 
     yield main
     reset_logging()
-
 
 
 def test_eosink_cleanup_files_covers_the_retired_cleanup_command(tmp_path, capsys, eosink_command):

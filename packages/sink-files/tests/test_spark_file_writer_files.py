@@ -1,4 +1,4 @@
-"""The spark file writer: Spark's own file writer stages a DataFrame batch, the manifest publishes it.
+"""The spark file writer: Spark's own writer stages a DataFrame batch, the manifest publishes it.
 
 Read back by Spark's reader (and the reader helper), with crashes between staging and commit,
 every format, ``partitionBy``, and the configurations the file writer refuses.
@@ -95,7 +95,9 @@ def test_auto_falls_back_to_arrow_where_spark_cannot_write(spark, tmp_path):
         df, eosink.sink("files", path=sized, row_group_size=4), writer_id="w", version=1
     )
     meta = pq.read_metadata(os.path.join(sized, part_files(sized)[0]))
-    assert b"org.apache.spark.version" not in (meta.metadata or {})  # the arrow file writer wrote it
+    assert b"org.apache.spark.version" not in (
+        meta.metadata or {}
+    )  # the arrow file writer wrote it
     assert sorted(r.id for r in spark.read.parquet(sized).collect()) == list(range(10))
 
 

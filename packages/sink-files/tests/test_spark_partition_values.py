@@ -207,4 +207,3 @@ def test_arrow_values_in_a_session_time_zone(spark, tmp_path):
         back = spark.read.schema("x string, id long, t timestamp").parquet(out).first()
         assert back.t == df.first().t
         assert layout(out) == {"t=2024-01-01 12%3A00%3A00"}
-

@@ -60,6 +60,7 @@ def commit_complete(
                 except CommitFailedError as lost:
                     _lost(uri, storage, ctx, lost)
 
+
 def _commit_on(
     uri: str,
     storage: dict[str, Any],
@@ -103,9 +104,11 @@ def _commit_on(
         post_commithook_properties=post_commit_hooks(table),
     )
 
+
 def _log_holds(uri: str, storage: dict[str, Any], table: Any) -> bool:
     """Whether the table's log still holds the commit of ``table``'s version."""
     return existence(uri, storage)([f"_delta_log/{table.version():020d}.json"])[0]
+
 
 def _lost(uri: str, storage: dict[str, Any], ctx: BatchContext, exc: Exception) -> None:
     """Our commit lost a race: to another attempt of this batch, or to another writer."""
@@ -120,6 +123,7 @@ def _lost(uri: str, storage: dict[str, Any], ctx: BatchContext, exc: Exception) 
         f"({exc}); nothing of this batch is in the table. Restart the query (or rerun "
         "the job with the same version): the batch is written again."
     ) from exc
+
 
 def _check_still_compatible(uri: str, table: Any, state: DeltaState) -> None:
     current = delta_fields(table.schema())
@@ -136,7 +140,7 @@ def _check_still_compatible(uri: str, table: Any, state: DeltaState) -> None:
 def check_files_exist(
     uri: str, storage: dict[str, Any], ctx: BatchContext, files: list[Any]
 ) -> None:
-    """Refuse to commit files that are gone (a VACUUM with a short retention while the batch ran)."""
+    """Refuse to commit files that are gone (a VACUUM with a short retention during the batch)."""
     if not files:
         return
     found = existence(uri, storage)([f.path for f in files])

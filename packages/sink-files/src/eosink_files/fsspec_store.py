@@ -28,6 +28,7 @@ from eosink_files.store import (
     spark_root_uri,
 )
 
+
 class FsspecStore(Store):
     def __init__(
         self,

@@ -49,6 +49,8 @@ LOG_DIR = "_spark_metadata"
 VERSION_LINE = "v1"
 COMPACT = ".compact"
 NAME_RE = re.compile(r"^(\d+)(\.compact)?$")
+
+
 class ManifestError(SinkError):
     """The manifest log cannot be read as Spark would read it."""
 

@@ -47,7 +47,6 @@ class UnreadableFilesError(SinkError):
     """A file a writer reported is not in the folder as the driver sees it: nothing published."""
 
 
-
 def placement(
     files: dict[int, bool], log_id: int, mode: str, interval: int
 ) -> tuple[int, bool, list[int]]:
@@ -162,10 +161,10 @@ class ManifestCommit:
                 f"{ctx.label}: refusing to commit {len(problems)} of {len(written)} file(s) the "
                 f"driver cannot read as written ({'; '.join(problems[:3])}). Either they were "
                 "deleted or changed before the commit (a cleanup younger than the longest "
-                "batch: raise `eosink cleanup --older-than`), or the executors wrote them where the driver "
-                "cannot see them (memory://, or a local path that is not one folder shared by "
-                "every machine): write to a shared folder or an object store. Nothing was "
-                "published; the batch's replay writes it again."
+                "batch: raise `eosink cleanup --older-than`), or the executors wrote them "
+                "where the driver cannot see them (memory://, or a local path that is not one "
+                "folder shared by every machine): write to a shared folder or an object store. "
+                "Nothing was published; the batch's replay writes it again."
             )
 
     def commit(

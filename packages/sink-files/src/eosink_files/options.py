@@ -204,7 +204,7 @@ class FilesOptions:
 
 
 def default_sizes(options: FilesOptions) -> bool:
-    """Whether file and row-group sizes are left to the writer (the spark file writer needs this)."""
+    """Whether file and row-group sizes are left to the writer (as the spark file writer needs)."""
     fields = attrs.fields(FilesOptions)
     return (
         options.target_file_size == fields.target_file_size.default

@@ -14,9 +14,9 @@ itself the sink lets it:
 A crash between 1 and 3 leaves files no manifest lists: orphans for
 :func:`eosink_files.cleanup` (which also removes stale staging folders).
 
-This file writer (option ``file_writer="spark"``) needs a folder that the driver and Spark see alike (a local or shared path) and a
-classic Spark session: with Spark Connect the files would be written by the server, which may
-not share the client's disk.
+This file writer (option ``file_writer="spark"``) needs a folder that the driver and Spark see
+alike (a local or shared path) and a classic Spark session: with Spark Connect the files would
+be written by the server, which may not share the client's disk.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def chooses_spark(options: FilesOptions, store: Store, df: Any) -> bool:
     if not is_classic(df):
         problems.append("the session is Spark Connect (its server may not share this disk)")
     if not default_sizes(options):
-        problems.append("target_file_size / row_group_size are set (the arrow file writer's options)")
+        problems.append(
+            "target_file_size / row_group_size are set (the arrow file writer's options)"
+        )
     if options.file_writer == "auto":
         return not problems
     if problems:
