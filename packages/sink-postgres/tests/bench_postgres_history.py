@@ -4,7 +4,9 @@
 go through the real protocol (executors in this process) into a table of a PostgreSQL server
 of its own (``eosink.testing.postgres``). Per batch it measures the driver's exactly-once time
 (``is_committed`` + ``init`` + ``commit``) and the whole batch; it prints the medians of the
-first and the last ``--window`` batches and their ratio: a flat history is a ratio near 1.
+``--window`` batches that end at batch 10, 1k, 10k, 100k (those within ``--batches``) and the
+last, and the ratio of the last to the first: a flat history is a ratio near 1. The load average
+is printed at the start and the end (the machine's load moves the figures, not the history).
 
     ./pants run packages/sink-postgres/tests:bench-history -- --batches 10000
     python packages/sink-postgres/tests/bench_postgres_history.py --batches 1000
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
+import sys
 import time
 
 import pyarrow as pa
@@ -69,6 +73,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=100)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    load_before = os.getloadavg()
     with postgres_server_running() as server:
         sink = eosink.sink("postgres", url=server.url(), table="public.history")
         driver, whole = [], []
@@ -80,16 +85,31 @@ def main() -> None:
             run_batch(sink, ctx, data[0][0].schema, LocalRunner(data), plugins=[timer])
             whole.append(time.perf_counter() - began)
             driver.append(timer.spent)
-    w = min(args.window, max(1, args.batches // 2))
-    first, last = statistics.median(driver[:w]), statistics.median(driver[-w:])
+            if (batch_id + 1) % 1_000 == 0:
+                recent = statistics.median(driver[-100:]) * 1000
+                print(f"batch {batch_id + 1}: driver {recent:.1f} ms", file=sys.stderr)
+    report(args, driver, whole, load_before, os.getloadavg())
+
+
+def report(
+    args: argparse.Namespace,
+    driver: list[float],
+    whole: list[float],
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+) -> None:
+    marks = [n for n in (10, 1_000, 10_000, 100_000) if n < args.batches] + [args.batches]
     print(f"\n{args.batches} batches x {args.partitions} x {args.rows} rows, one writer")
-    print(f"{'batches':>16} {'driver ms (median)':>20} {'whole batch ms':>16}")
-    for label, spent, total in (
-        (f"first {w}", first, statistics.median(whole[:w])),
-        (f"last {w}", last, statistics.median(whole[-w:])),
-    ):
-        print(f"{label:>16} {spent * 1000:20.1f} {total * 1000:16.1f}")
-    print(f"last / first (driver): {last / first:.2f}x")
+    print(f"load average (1, 5, 15 min): before {load_before}, after {load_after}")
+    print(f"{'at batch':>10} {'window':>8} {'driver ms (median)':>20} {'whole batch ms':>16}")
+    medians = []
+    for n in marks:
+        w = min(args.window, n)
+        d = statistics.median(driver[n - w : n])
+        medians.append(d)
+        t = statistics.median(whole[n - w : n])
+        print(f"{n:>10,} {w:>8} {d * 1000:20.1f} {t * 1000:16.1f}")
+    print(f"last / first (driver): {medians[-1] / medians[0]:.2f}x")
 
 
 if __name__ == "__main__":
