@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 import pyarrow as pa
 import structlog
@@ -63,6 +64,52 @@ def partitions_of(batch_id: int, partitions: int, rows: int) -> list[list[pa.Rec
         names = [str(i) for i in ids]
         out.append([pa.record_batch({"id": pa.array(ids, pa.int64()), "name": names})])
     return out
+
+
+def run_batches(sink: Any, first: int, count: int, rows: int, partitions: int) -> list[float]:
+    """Batches ``first`` .. ``first + count - 1`` of one writer; the driver's seconds of each."""
+    driver = []
+    for batch_id in range(first, first + count):
+        timer = DriverTimer()
+        ctx = BatchContext(sink="postgres", writer_id="bench", batch_id=batch_id)
+        data = partitions_of(batch_id, partitions, rows)
+        outcome = run_batch(sink, ctx, data[0][0].schema, LocalRunner(data), plugins=[timer])
+        assert outcome.status == "committed", outcome
+        driver.append(timer.spent)
+    return driver
+
+
+def measure_at(url: str, at: int, batches: int, rows: int = 100, partitions: int = 2) -> list[float]:
+    """The driver's seconds of ``batches`` batches after a history of ``at`` batches (the
+    first ``batches`` of a fresh table included when ``at`` is 0).
+
+    The history is synthesized: batch 0 runs for real (the meta schema, the writer's progress
+    row, one proof), then the proofs of batches 1 .. ``at - 1`` are copied from it in SQL and
+    the progress row moved to ``at - 1``; the proof and progress tables then hold what ``at``
+    real batches leave there (the target's rows do not matter to an append's cost). The real
+    run of ``main`` shows the same to 10k batches, catalog churn of the staging tables
+    included."""
+    import psycopg
+
+    table = f"public.history_{at}"
+    sink = eosink.sink("postgres", url=url, table=table)
+    if at == 0:
+        return run_batches(sink, 0, batches, rows, partitions)
+    run_batches(sink, 0, 1, rows, partitions)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO eosink.proofs SELECT target_oid, writer_id, g, attempt, target, mode, "
+            "rows, fingerprint, query_id, checkpoint, committed_at, "
+            "jsonb_set(proof, '{batch_id}', to_jsonb(g)) FROM eosink.proofs, "
+            "generate_series(1, %s) g WHERE target_oid = %s::regclass AND batch_id = 0",
+            (at - 1, table),
+        )
+        conn.execute(
+            "UPDATE eosink.progress SET last_batch = %s WHERE target_oid = %s::regclass",
+            (at - 1, table),
+        )
+        conn.execute("VACUUM ANALYZE eosink.proofs")
+    return run_batches(sink, at, batches, rows, partitions)
 
 
 def main() -> None:
