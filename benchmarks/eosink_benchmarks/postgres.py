@@ -140,12 +140,10 @@ def history(sizes: list[int], batches: int, progress: Progress) -> tuple[list[Ta
     """The driver's cost per batch after a history of each of ``sizes`` batches."""
     from eosink.testing.postgres import postgres_server_running
 
-    medians = {}
+    progress.step(f"eosink-postgres at batches {sizes}, interleaved")
     with postgres_server_running() as server:
-        for size in sizes:
-            progress.step(f"eosink-postgres at batch {size:,}")
-            spent = bench_postgres_history.measure_at(server.url(), size, batches)
-            medians[size] = statistics.median(spent) * 1000
+        spent = bench_postgres_history.measure_at(server.url(), sizes, batches)
+    medians = {size: statistics.median(spent[size]) * 1000 for size in sizes}
     first = medians[sizes[0]]
     table = Table(
         f"eosink-postgres: per-batch driver cost (is_committed + init + commit) as the history "

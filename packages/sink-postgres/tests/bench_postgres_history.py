@@ -10,6 +10,7 @@ is printed at the start and the end (the machine's load moves the figures, not t
 
     ./pants run packages/sink-postgres/tests:bench-history -- --batches 10000
     python packages/sink-postgres/tests/bench_postgres_history.py --batches 1000
+    python packages/sink-postgres/tests/bench_postgres_history.py --at 10,1000,10000,100000
 """
 
 from __future__ import annotations
@@ -79,22 +80,19 @@ def run_batches(sink: Any, first: int, count: int, rows: int, partitions: int) -
     return driver
 
 
-def measure_at(url: str, at: int, batches: int, rows: int = 100, partitions: int = 2) -> list[float]:
-    """The driver's seconds of ``batches`` batches after a history of ``at`` batches (the
-    first ``batches`` of a fresh table included when ``at`` is 0).
+def synthesize_history(url: str, at: int, rows: int = 100, partitions: int = 2) -> Any:
+    """A sink into a fresh table whose writer has a history of ``at`` batches (``at`` >= 1);
+    the next batch is ``at``.
 
-    The history is synthesized: batch 0 runs for real (the meta schema, the writer's progress
-    row, one proof), then the proofs of batches 1 .. ``at - 1`` are copied from it in SQL and
-    the progress row moved to ``at - 1``; the proof and progress tables then hold what ``at``
-    real batches leave there (the target's rows do not matter to an append's cost). The real
-    run of ``main`` shows the same to 10k batches, catalog churn of the staging tables
-    included."""
+    Batch 0 runs for real (the meta schema, the writer's progress row, one proof), then the
+    proofs of batches 1 .. ``at - 1`` are copied from it in SQL and the progress row moved to
+    ``at - 1``: the proof and progress tables then hold what ``at`` real batches leave there
+    (the target's rows do not matter to an append's cost). ``main``'s real run shows the same
+    to 10k batches, the catalog churn of the staging tables included."""
     import psycopg
 
     table = f"public.history_{at}"
     sink = eosink.sink("postgres", url=url, table=table)
-    if at == 0:
-        return run_batches(sink, 0, batches, rows, partitions)
     run_batches(sink, 0, 1, rows, partitions)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -109,7 +107,22 @@ def measure_at(url: str, at: int, batches: int, rows: int = 100, partitions: int
             (at - 1, table),
         )
         conn.execute("VACUUM ANALYZE eosink.proofs")
-    return run_batches(sink, at, batches, rows, partitions)
+    return sink
+
+
+def measure_at(
+    url: str, sizes: list[int], batches: int, rounds: int = 1, rows: int = 100, partitions: int = 2
+) -> dict[int, list[float]]:
+    """The driver's seconds per batch after a history of each of ``sizes`` batches:
+    ``rounds`` interleaved rounds of ``batches`` batches at every size (so that the machine's
+    load falls on every size alike)."""
+    sinks = {size: synthesize_history(url, size, rows, partitions) for size in sizes}
+    spent: dict[int, list[float]] = {size: [] for size in sizes}
+    for round_ in range(rounds):
+        for size in sizes:
+            first = size + round_ * batches
+            spent[size] += run_batches(sinks[size], first, batches, rows, partitions)
+    return spent
 
 
 def main() -> None:
@@ -118,8 +131,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--window", type=int, default=100)
+    parser.add_argument(
+        "--at",
+        default="",
+        help="instead of one long run: synthesized histories of these lengths (e.g. "
+        "10,1000,10000,100000), measured in interleaved rounds",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="with --at")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.at:
+        interleaved(args, [int(n) for n in args.at.split(",")])
+        return
     load_before = os.getloadavg()
     with postgres_server_running() as server:
         sink = eosink.sink("postgres", url=server.url(), table="public.history")
@@ -136,6 +159,21 @@ def main() -> None:
                 recent = statistics.median(driver[-100:]) * 1000
                 print(f"batch {batch_id + 1}: driver {recent:.1f} ms", file=sys.stderr)
     report(args, driver, whole, load_before, os.getloadavg())
+
+
+def interleaved(args: argparse.Namespace, sizes: list[int]) -> None:
+    load_before = os.getloadavg()
+    with postgres_server_running() as server:
+        spent = measure_at(server.url(), sizes, args.window, args.rounds, args.rows, args.partitions)
+    print(f"\nsynthesized histories, {args.rounds} interleaved rounds of {args.window} batches "
+          f"x {args.partitions} x {args.rows} rows at each")
+    print(f"load average (1, 5, 15 min): before {load_before}, after {os.getloadavg()}")
+    print(f"{'at batch':>10} {'driver ms (median)':>20} {'best':>8} {'vs first':>9}")
+    first = statistics.median(spent[sizes[0]])
+    for size in sizes:
+        median = statistics.median(spent[size])
+        print(f"{size:>10,} {median * 1000:20.1f} {min(spent[size]) * 1000:8.1f} "
+              f"{median / first:8.2f}x")
 
 
 def report(
