@@ -11,8 +11,10 @@ without one the JDBC row and its target say so.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 
 import bench_postgres
@@ -31,17 +33,32 @@ DOORS = (bench_postgres.EOSINK_DS, bench_postgres.EOSINK_FB)
 def throughput(
     work: str, batches: int, rows: int, repeat: int, warm: bool, cores: int, progress: Progress
 ) -> tuple[list[Table], list[Target]]:
-    """The stream through both doors, the bare COPY loop and Spark's JDBC writer."""
-    from eosink.testing.postgres import postgres_server_running
+    """The stream through both doors, the bare COPY loop and Spark's JDBC writer.
 
-    jar = bench_postgres.find_jdbc_jar()
-    if jar is None:
+    The benchmark runs as its own process: the JDBC driver jar must be on the classpath of the
+    JVM it starts, which a JVM the report started earlier (section 1's) would not have."""
+    if bench_postgres.find_jdbc_jar() is None:
         print(bench_postgres.missing_jar_note(), file=sys.stderr, flush=True)
-    with postgres_server_running() as server:
-        results = bench_postgres.measure(
-            server, work, batches, rows, repeat, cores, jar, warm, step=progress.step
-        )
-    r = results
+    progress.step(f"eosink-postgres, Spark JDBC, bare COPY: {repeat} rounds")
+    os.makedirs(work, exist_ok=True)
+    out = os.path.join(work, "results.json")
+    command = [
+        sys.executable,
+        bench_postgres.__file__,
+        *("--rows", str(rows), "--batches", str(batches), "--repeat", str(repeat)),
+        *("--cores", str(cores), "--workdir", work, "--json", out),
+        *(() if warm else ("--no-warm",)),
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    log = os.path.join(work, "bench_postgres.log")
+    with open(log, "w") as f:
+        done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=f)
+    if done.returncode:
+        with open(log) as f:
+            tail = "".join(f.readlines()[-40:])
+        raise RuntimeError(f"bench_postgres.py failed ({done.returncode}):\n{tail}")
+    with open(out) as f:
+        r = bench_postgres.Results(**json.load(f))
     body = []
     for name in r.seconds:
         jdbc = r.ratio(name, bench_postgres.JDBC, r.best)
@@ -168,4 +185,3 @@ def history(sizes: list[int], batches: int, progress: Progress) -> tuple[list[Ta
         )
     ]
     return [table], targets
-

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import logging
 import os
 import shutil
@@ -115,7 +116,12 @@ EOSINK_FB = "eosink-postgres (foreachBatch)"
 BARE_COPY = "bare COPY loop (foreachBatch)"
 JDBC = "Spark JDBC (foreachBatch)"
 ARROW_ONLY = "Arrow to Python, no write"
-TABLES = {EOSINK_DS: "eosink_ds", EOSINK_FB: "eosink_fb", BARE_COPY: "bare_copy", JDBC: "spark_jdbc"}
+TABLES = {
+    EOSINK_DS: "eosink_ds",
+    EOSINK_FB: "eosink_fb",
+    BARE_COPY: "bare_copy",
+    JDBC: "spark_jdbc",
+}
 
 
 def find_jdbc_jar(given: str | None = None) -> str | None:
@@ -417,6 +423,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--jdbc-jar", default=None, help="the PostgreSQL JDBC driver jar")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--no-warm", action="store_true", help="leave the warm-up runs out")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     jar = find_jdbc_jar(args.jdbc_jar)
@@ -432,11 +440,15 @@ def main() -> None:
                 args.repeat,
                 args.cores,
                 jar,
+                warm=not args.no_warm,
                 step=lambda what: print(what, file=sys.stderr, flush=True),
             )
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(attrs.asdict(results), f)
     print("\n" + "\n".join(table_lines(results)))
     print(f"load average after: {os.getloadavg()}")
 

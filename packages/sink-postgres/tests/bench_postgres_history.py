@@ -164,16 +164,22 @@ def main() -> None:
 def interleaved(args: argparse.Namespace, sizes: list[int]) -> None:
     load_before = os.getloadavg()
     with postgres_server_running() as server:
-        spent = measure_at(server.url(), sizes, args.window, args.rounds, args.rows, args.partitions)
-    print(f"\nsynthesized histories, {args.rounds} interleaved rounds of {args.window} batches "
-          f"x {args.partitions} x {args.rows} rows at each")
+        spent = measure_at(
+            server.url(), sizes, args.window, args.rounds, args.rows, args.partitions
+        )
+    print(
+        f"\nsynthesized histories, {args.rounds} interleaved rounds of {args.window} batches "
+        f"x {args.partitions} x {args.rows} rows at each"
+    )
     print(f"load average (1, 5, 15 min): before {load_before}, after {os.getloadavg()}")
     print(f"{'at batch':>10} {'driver ms (median)':>20} {'best':>8} {'vs first':>9}")
     first = statistics.median(spent[sizes[0]])
     for size in sizes:
         median = statistics.median(spent[size])
-        print(f"{size:>10,} {median * 1000:20.1f} {min(spent[size]) * 1000:8.1f} "
-              f"{median / first:8.2f}x")
+        print(
+            f"{size:>10,} {median * 1000:20.1f} {min(spent[size]) * 1000:8.1f} "
+            f"{median / first:8.2f}x"
+        )
 
 
 def report(

@@ -42,8 +42,12 @@ def edge_batch() -> pa.RecordBatch:
                 pa.float64(),
             ),
             "flag": pa.array([True, False, None, True, False, True, False, True]),
-            "name": pa.array(["", "a", "ünïcødé ✓", None, "x" * 1000, "tab\tnew\nline", "'\"", "z"]),
-            "raw": pa.array([b"", b"\x00", b"\xff\x00\x01", None, b"abc", b"\\x", b"q" * 300, b"z"]),
+            "name": pa.array(
+                ["", "a", "ünïcødé ✓", None, "x" * 1000, "tab\tnew\nline", "'\"", "z"]
+            ),
+            "raw": pa.array(
+                [b"", b"\x00", b"\xff\x00\x01", None, b"abc", b"\\x", b"q" * 300, b"z"]
+            ),
             "day": pa.array(
                 [
                     dt.date(1970, 1, 1),
@@ -83,7 +87,9 @@ def edge_batch() -> pa.RecordBatch:
                 pa.timestamp("us"),
             ),
             "big_text": pa.array(["a", None, "", "b", "c", "d", "é", "f"], pa.large_string()),
-            "big_raw": pa.array([b"a", None, b"", b"\x00", b"c", b"d", b"e", b"f"], pa.large_binary()),
+            "big_raw": pa.array(
+                [b"a", None, b"", b"\x00", b"c", b"d", b"e", b"f"], pa.large_binary()
+            ),
         }
     )
 
@@ -150,9 +156,7 @@ def test_many_rows_across_batches(database):
         conn.execute(f"CREATE TABLE many ({columns_sql(batch.schema)})")
         copy_encoded(conn, "many", [batch.slice(0, 12_345), batch.slice(12_345)])
         got = conn.execute("SELECT id, name FROM many").fetchall()
-    assert sorted(got, key=repr) == sorted(
-        zip(ids.to_pylist(), names.to_pylist()), key=repr
-    )
+    assert sorted(got, key=repr) == sorted(zip(ids.to_pylist(), names.to_pylist()), key=repr)
 
 
 @pytest.mark.parametrize(

@@ -98,7 +98,9 @@ def _binary_column(column: pa.Array, valid: np.ndarray) -> _Variable:
     offsets = np.frombuffer(offsets_buf, dtype=offset_type)[
         column.offset : column.offset + len(column) + 1
     ].astype(np.int64)
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    )
     return _Variable(data, offsets[:-1], offsets[1:], valid)
 
 
@@ -130,9 +132,7 @@ def _column(column: pa.Array, pg: str) -> _Fixed | _Variable | None:
 
 def encodable(schema: pa.Schema, pg_types: list[str]) -> bool:
     """Whether every column of ``schema`` has its binary form here."""
-    return all(
-        _column(pa.array([], f.type), pg) is not None for f, pg in zip(schema, pg_types)
-    )
+    return all(_column(pa.array([], f.type), pg) is not None for f, pg in zip(schema, pg_types))
 
 
 def encode_rows(batch: pa.RecordBatch, pg_types: list[str]) -> bytes:
