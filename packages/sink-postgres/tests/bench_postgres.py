@@ -249,8 +249,6 @@ def measure(
     ``step`` is told what runs next."""
     import psycopg
 
-    from eosink.testing.spark import local_spark
-
     source = os.path.join(work, "source")
     if not os.path.exists(source):
         make_source(source, batches, rows)
@@ -389,9 +387,10 @@ def table_lines(results: Results) -> list[str]:
     for name in r.seconds:
         jdbc = [r.ratio(name, JDBC, of) for of in (r.best, r.median)]
         copy = [r.ratio(name, BARE_COPY, of) for of in (r.best, r.median)]
+        loads = ", ".join(f"{x:.1f}" for x in r.loads[name])
         lines.append(
             f"| {name} | {r.best(name):.1f} | {r.median(name):.1f} | {r.total / r.best(name):,.0f} "
-            f"| {_ratios(jdbc)} | {_ratios(copy)} | {', '.join(f'{x:.1f}' for x in r.loads[name])} |"
+            f"| {_ratios(jdbc)} | {_ratios(copy)} | {loads} |"
         )
     if r.note:
         lines += ["", r.note]
