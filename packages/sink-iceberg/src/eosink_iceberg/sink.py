@@ -45,7 +45,7 @@ from eosink import (
 from eosink.logs import get_logger
 from eosink_iceberg import catalog as catalogs
 from eosink_iceberg.cli import IcebergCommands
-from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout
+from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout, size_of
 from eosink_iceberg.options import FORMAT_VERSIONS, IcebergOptions, split_catalog_options
 from eosink_iceberg.partitioning import check_spec, new_spec
 from eosink_iceberg.proofs import (
@@ -318,7 +318,7 @@ class IcebergSink(IcebergCommands, eosink.Sink):
         if not files:
             return
         io = self._io(state.layout)
-        missing = [f.path for f in files if not io.new_input(f.path).exists()]
+        missing = [f.path for f in files if size_of(io, f.path) is None]
         if missing:
             raise SinkError(
                 f"{ctx.label}: {len(missing)} data file(s) the executors wrote are gone (e.g. "
@@ -381,3 +381,4 @@ def read_table(table: str, catalog: dict[str, str], catalog_name: str = "eosink"
     from pyiceberg.catalog import load_catalog
 
     return load_catalog(catalog_name, **catalog).load_table(table).scan().to_arrow()
+
