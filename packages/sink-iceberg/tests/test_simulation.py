@@ -5,7 +5,8 @@ eosink_iceberg's helpers.
 What a history draws besides the kit's dimensions (writers, crashes, zombies, commits from
 fresh workers, cleanup, the clock, damage): how the partition columns are partitioned
 (identity, or the transform that fits their type: bucket, truncate, year/month/day/hour), small
-row groups, and whether the commit retries on a conflict (0 or 3 times). The damage a user does
+row groups, whether the commit retries on a conflict (0 or 3 times), and whether it expires
+snapshots beyond the newest 1 or 3 (``keep_snapshots``). The damage a user does
 by hand: a partition field of a transform this sink does not compute (``void``).
 
 The table lives in the kit's faulty object store, its catalog's loads and commits counted as
@@ -98,6 +99,7 @@ class TestIcebergSimulation(SinkSimulation):
             {
                 "row_group_rows": st.sampled_from([1_000_000, 2]),
                 "commit_retries": st.sampled_from([0, 3]),
+                "keep_snapshots": st.sampled_from([0, 0, 1, 3]),
                 "partition_style": st.sampled_from(["identity", "transform"]),
             }
         )
