@@ -83,16 +83,24 @@ class TestIcebergSimulation(SinkSimulation):
 
     def simulation_store_faults(self) -> st.SearchStrategy[StoreFault]:
         kinds = st.sampled_from(["error", "lost_reply", "short_write"])
-        aimed = st.one_of(
-            # the catalog commit: the first, or a retry after a conflict
-            st.builds(StoreFault, kind=kinds, after=st.integers(1, 2), ops=st.just(("put",)),
-                      path=st.just(CATALOG_KEYS)),
-            # manifests, manifest lists and metadata files, written or read
-            st.builds(StoreFault, kind=kinds, after=st.integers(1, 4),
-                      ops=st.sampled_from([("put",), ("get", "head")]),
-                      path=st.just("/metadata/")),
+        # the catalog commit: the first, or (less often) a retry after a conflict
+        commit = st.builds(
+            StoreFault,
+            kind=kinds,
+            after=st.sampled_from([1, 1, 2]),
+            ops=st.just(("put",)),
+            path=st.just(CATALOG_KEYS),
         )
-        return st.one_of(super().simulation_store_faults(), aimed)
+        # manifests, manifest lists and metadata files, written or read
+        metadata = st.builds(
+            StoreFault,
+            kind=kinds,
+            after=st.integers(1, 4),
+            ops=st.sampled_from([("put",), ("get", "head")]),
+            path=st.just("/metadata/"),
+        )
+        # half of the store faults at the commit, the decisive request a uniform draw seldom hits
+        return st.one_of(commit, st.one_of(super().simulation_store_faults(), metadata))
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         return st.fixed_dictionaries(
