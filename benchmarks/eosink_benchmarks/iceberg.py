@@ -16,6 +16,7 @@ sections call these functions.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -44,12 +45,14 @@ def throughput_start(
         return "eosink-iceberg is not installed"
 
     def start() -> Any:
-        warehouse = os.path.join(folder, "iceberg-warehouse")
-        os.makedirs(warehouse, exist_ok=True)
+        # a catalog of its own per run: the sink keeps a catalog (and its SQLite connections)
+        # per process and catalog URI, and the runs of both variants reuse folder names
+        own = os.path.join(folder, f"iceberg-{uuid.uuid4().hex[:8]}")
+        os.makedirs(os.path.join(own, "warehouse"), exist_ok=True)
         catalog = {
             "type": "sql",
-            "uri": f"sqlite:///{os.path.join(folder, 'iceberg-catalog.db')}",
-            "warehouse": f"file://{warehouse}",
+            "uri": f"sqlite:///{os.path.join(own, 'catalog.db')}",
+            "warehouse": f"file://{os.path.join(own, 'warehouse')}",
         }
         sink = IcebergSink(
             table="bench.events",
@@ -60,7 +63,7 @@ def throughput_start(
         return (
             writer()
             .foreachBatch(eosink.foreach_batch(sink, writer_id="bench"))
-            .option("checkpointLocation", os.path.join(folder, "iceberg-ckpt"))
+            .option("checkpointLocation", os.path.join(own, "checkpoint"))
             .start()
         )
 
