@@ -177,9 +177,10 @@ def measure(
     def medians(window_: range) -> dict[str, float]:
         picked = [samples[b] for b in window_]
         out = {k: statistics.median(s[k] for s in picked) * 1000 for k in picked[0]}
-        out["overhead"] = statistics.median(
-            (s["is_committed"] + s["commit"] - s["anchor"]) for s in picked
-        ) * 1000
+        out["overhead"] = (
+            statistics.median((s["is_committed"] + s["commit"] - s["anchor"]) for s in picked)
+            * 1000
+        )
         return out
 
     first, last = medians(first_window), medians(last_window)

@@ -84,9 +84,7 @@ def test_a_refused_commit_is_tried_again_on_the_new_head(tmp_path, store):
 
 
 @pytest.mark.parametrize("kind", ["error", "short_write"])
-def test_a_commit_that_did_not_land_fails_the_batch_and_its_replay_writes_it(
-    tmp_path, store, kind
-):
+def test_a_commit_that_did_not_land_fails_the_batch_and_its_replay_writes_it(tmp_path, store, kind):
     catalog = faulty_catalog(store, str(tmp_path))
     sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, commit_retries=0)
     assert run(sink, 0).status == "committed"
@@ -134,4 +132,3 @@ def test_the_faulty_histories_catch_the_blind_retry():
             kit.history_machine(None),
             settings=settings(kit.simulation_settings(), phases=[Phase.generate]),
         )
-

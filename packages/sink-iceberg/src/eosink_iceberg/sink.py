@@ -268,7 +268,7 @@ class IcebergSink(IcebergCommands, eosink.Sink):
         if ctx.mode == "complete" and table.metadata.current_snapshot() is not None:
             txn.delete(AlwaysTrue(), snapshot_properties=properties)
         snapshot = txn.update_snapshot(snapshot_properties=properties)
-        with (snapshot.merge_append() if merges_manifests(table) else snapshot.fast_append()) as add:
+        with snapshot.merge_append() if merges_manifests(table) else snapshot.fast_append() as add:
             for f in files:
                 add.append_data_file(f.data_file())
         if self.options.keep_snapshots:
@@ -385,4 +385,3 @@ def read_table(table: str, catalog: dict[str, str], catalog_name: str = "eosink"
     from pyiceberg.catalog import load_catalog
 
     return load_catalog(catalog_name, **catalog).load_table(table).scan().to_arrow()
-
