@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 from iceberg_faults import catalog_fault, faulty_catalog
 from iceberg_helpers import TABLE, read_pyiceberg, run
-from test_simulation import TestIcebergSimulation
+import test_simulation
 
 from eosink import SinkError, hookimpl
 from eosink.testing.faultfs import ObjectStore, StoreFault
@@ -104,7 +104,7 @@ def test_the_blind_retry_writes_a_batch_twice_after_a_lost_reply(tmp_path, store
     assert ids(catalog) == sorted([*range(5), *range(5)])
 
 
-class BlindRetrySimulation(TestIcebergSimulation):
+class BlindRetrySimulation(test_simulation.TestIcebergSimulation):
     """The kit's histories against :class:`BlindRetrySink`, every one with commit retries on
     (without them a blind retry has nothing to retry), every store fault at the catalog's
     commit (any of the three kinds). With the kit's own mix, where about one batch in 60
