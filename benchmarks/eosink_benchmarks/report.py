@@ -23,7 +23,17 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from eosink_benchmarks import history, machine, overhead, plots, postgres, recovery, throughput, yt
+from eosink_benchmarks import (
+    history,
+    iceberg,
+    machine,
+    overhead,
+    plots,
+    postgres,
+    recovery,
+    throughput,
+    yt,
+)
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target
 
@@ -136,6 +146,13 @@ class Report:
         return "\n".join(lines)
 
 
+def add_to_last_section(report: Report, table: Table, targets: list[Target]) -> None:
+    """One more table (and its targets) in the section just added (a sink measured by its own
+    benchmark, beside the section's common table)."""
+    report.sections[-1][1].append(table)
+    report.targets.extend(targets)
+
+
 def section_throughput(
     report: Report, size: Size, work: str, cores: int, progress: Progress
 ) -> None:
@@ -202,6 +219,7 @@ def section_overhead(report: Report, size: Size, work: str, cores: int, progress
         [png],
         overhead.targets(results),
     )
+    add_to_last_section(report, *iceberg.overhead(work, size.overhead_batches, progress))
 
 
 def section_history(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
@@ -219,6 +237,7 @@ def section_history(report: Report, size: Size, work: str, cores: int, progress:
         [png],
         history.targets(results),
     )
+    add_to_last_section(report, *iceberg.history(work, list(size.history_at), progress))
     postgres_history(report, size, progress)
 
 

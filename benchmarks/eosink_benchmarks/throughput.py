@@ -19,6 +19,7 @@ import bench_throughput
 
 import eosink
 from eosink.registry import installed_sinks
+from eosink_benchmarks import iceberg
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio
 from eosink_benchmarks.timing import Timings, measure
@@ -81,6 +82,7 @@ def path_starts(
     for name, start in delta.items():
         usable = "delta" in installed  # every delta path finds the sink by its name
         starts[DELTA_NAMES[name]] = start if usable else "no `delta` entry point installed"
+    starts[iceberg.THROUGHPUT] = iceberg.throughput_start(writer, folder, partition_by)
     if partition_by:
         starts[SQLITE] = "not partitioned: one SQLite table"
     else:
@@ -218,6 +220,7 @@ def targets(variants: list[Variant]) -> list[Target]:
         ]
         for delta, files in DELTA_TWINS.items():
             checks.append((f"{delta} vs {files}", vs(delta, res.get(files)), 0.9))
+        found += iceberg.throughput_targets(f"1. throughput, {variant.title}", res)
         for what, value, limit in checks:
             found.append(
                 Target(

@@ -4,6 +4,7 @@ eosink did not write are never touched."""
 
 from __future__ import annotations
 
+import pytest
 from eosink_iceberg.sink import IcebergSink
 from iceberg_helpers import TABLE, catalog_properties, load, read_pyiceberg, rows, run
 
@@ -12,8 +13,13 @@ from eosink.protocol import prepare
 from eosink.registry import plugin_manager
 
 
-def test_cleanup_finds_then_removes_orphans_only(tmp_path):
+@pytest.mark.parametrize("file_io", ["pyarrow", "fsspec"])
+def test_cleanup_finds_then_removes_orphans_only(tmp_path, file_io):
+    """Through pyiceberg's PyArrow FileIO (the default) and its fsspec one, which lists the
+    data folder through fsspec: the cleanup failed on it before, seen by the simulation."""
     catalog = catalog_properties(tmp_path)
+    if file_io == "fsspec":
+        catalog["py-io-impl"] = "pyiceberg.io.fsspec.FsspecFileIO"
     sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True)
     assert run(sink, 0).status == "committed"
     assert run(sink, 1, mode="complete").status == "committed"  # batch 0's file: older snapshot

@@ -47,7 +47,7 @@ def _listing(table: Any) -> list[tuple[str, int, float]]:
     data = f"{table.metadata.location.rstrip('/')}/data"
     parsed = urlparse(data)
     scheme = parsed.scheme or "file"
-    filesystem = table.io.fs_by_scheme(scheme, parsed.netloc)
+    filesystem = _filesystem(table.io, scheme, parsed.netloc)
     root = parsed.path if scheme == "file" else f"{parsed.netloc}{parsed.path}"
     try:
         infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
@@ -61,6 +61,16 @@ def _listing(table: Any) -> list[tuple[str, int, float]]:
         mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
         out.append((location, int(info.size or 0), mtime))
     return out
+
+
+def _filesystem(io: Any, scheme: str, netloc: str) -> Any:
+    """A pyarrow filesystem of ``io``: pyiceberg's PyArrow FileIO has one per scheme; its
+    fsspec FileIO (``py-io-impl=pyiceberg.io.fsspec.FsspecFileIO``) an fsspec one, wrapped."""
+    if hasattr(io, "fs_by_scheme"):
+        return io.fs_by_scheme(scheme, netloc)
+    from pyarrow import fs as pafs
+
+    return pafs.PyFileSystem(pafs.FSSpecHandler(io.get_fs(scheme)))
 
 
 def _same(path: str) -> str:

@@ -253,3 +253,12 @@ def _nan_counts(rows: pa.Table, schema: Any) -> dict[int, int]:
         if pa.types.is_floating(column.type):
             out[field.field_id] = int(pc.sum(pc.is_nan(column)).as_py() or 0)
     return out
+
+
+def size_of(io: Any, path: str) -> int | None:
+    """The file's size (one HEAD), ``None`` if it is not there. Not ``exists()``: pyiceberg's
+    fsspec FileIO answers it False for every ``file://`` URI; its ``len`` reads the status."""
+    try:
+        return len(io.new_input(path))
+    except FileNotFoundError:
+        return None

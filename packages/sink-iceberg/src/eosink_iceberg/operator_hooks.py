@@ -46,18 +46,20 @@ class IcebergOperatorHooks:
     @hookimpl
     def verify_target(self) -> Verification:
         """Every data file of the current snapshot exists with its recorded size."""
+        from eosink_iceberg.files import size_of
+
         table = self._existing()
         problems = []
         checked = 0
         for task in table.scan().plan_files():
             checked += 1
             f = task.file
-            entry = table.io.new_input(f.file_path)
-            if not entry.exists():
+            size = size_of(table.io, f.file_path)
+            if size is None:
                 problems.append(f"data file {f.file_path} is missing")
-            elif len(entry) != f.file_size_in_bytes:
+            elif size != f.file_size_in_bytes:
                 problems.append(
-                    f"data file {f.file_path} has {len(entry)} bytes, the manifest says "
+                    f"data file {f.file_path} has {size} bytes, the manifest says "
                     f"{f.file_size_in_bytes}"
                 )
         return Verification(self.options.table, checked, tuple(problems))

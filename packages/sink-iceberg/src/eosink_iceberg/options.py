@@ -112,6 +112,10 @@ class IcebergOptions:
     columns to the table (as Delta's ``mergeSchema``); without it a difference is an error.
     ``format_version``: a new table's format version (1 or 2). ``commit_retries``: how often
     a commit that lost a race with another writer is tried again, after re-checking the proof.
+    ``keep_snapshots``: when positive, each batch's commit also expires every snapshot but the
+    newest ``keep_snapshots`` (branch and tag heads always stay), so the table metadata, and
+    with it each commit's cost, stops growing with the stream; 0 (the default) expires none.
+    The proof is a table property: expiry never removes it.
     ``compression``, ``row_group_rows`` shape the Parquet files.
     """
 
@@ -129,6 +133,7 @@ class IcebergOptions:
     merge_schema: bool = False
     format_version: int = 2
     commit_retries: int = 8
+    keep_snapshots: int = 0
     compression: str = "zstd"
     row_group_rows: int = 1_000_000
 
@@ -149,9 +154,10 @@ class IcebergOptions:
                 f"sink 'iceberg': compression {self.compression!r} is unknown; use one of "
                 f"{', '.join(COMPRESSIONS)}"
             )
-        if self.commit_retries < 0 or self.row_group_rows < 1:
+        if self.commit_retries < 0 or self.row_group_rows < 1 or self.keep_snapshots < 0:
             raise ConfigurationError(
-                "sink 'iceberg': commit_retries must be >= 0 and row_group_rows positive"
+                "sink 'iceberg': commit_retries and keep_snapshots must be >= 0 and "
+                "row_group_rows positive"
             )
 
     @property

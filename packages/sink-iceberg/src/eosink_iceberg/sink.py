@@ -44,8 +44,9 @@ from eosink import (
 )
 from eosink.logs import get_logger
 from eosink_iceberg import catalog as catalogs
+from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout, size_of
+from eosink_iceberg.history import expire_beyond, merges_manifests
 from eosink_iceberg.operator_hooks import IcebergOperatorHooks
-from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout
 from eosink_iceberg.options import FORMAT_VERSIONS, IcebergOptions, split_catalog_options
 from eosink_iceberg.partitioning import check_spec, new_spec
 from eosink_iceberg.proof import (
@@ -266,9 +267,12 @@ class IcebergSink(IcebergOperatorHooks, eosink.Sink):
         txn.set_properties({property_key(ctx.writer_id): stored.to_json()})
         if ctx.mode == "complete" and table.metadata.current_snapshot() is not None:
             txn.delete(AlwaysTrue(), snapshot_properties=properties)
-        with txn.update_snapshot(snapshot_properties=properties).fast_append() as append:
+        snapshot = txn.update_snapshot(snapshot_properties=properties)
+        with snapshot.merge_append() if merges_manifests(table) else snapshot.fast_append() as add:
             for f in files:
-                append.append_data_file(f.data_file())
+                add.append_data_file(f.data_file())
+        if self.options.keep_snapshots:
+            expire_beyond(txn, self.options.keep_snapshots)
         crash_point("commit:checked")
         try:
             txn.commit_transaction()
@@ -318,7 +322,7 @@ class IcebergSink(IcebergOperatorHooks, eosink.Sink):
         if not files:
             return
         io = self._io(state.layout)
-        missing = [f.path for f in files if not io.new_input(f.path).exists()]
+        missing = [f.path for f in files if size_of(io, f.path) is None]
         if missing:
             raise SinkError(
                 f"{ctx.label}: {len(missing)} data file(s) the executors wrote are gone (e.g. "

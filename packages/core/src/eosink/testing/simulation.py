@@ -225,6 +225,18 @@ class SinkSimulation:
         """Sink options drawn per history (e.g. small compaction intervals)."""
         return st.just({})
 
+    def simulation_store_faults(self) -> st.SearchStrategy[StoreFault]:
+        """The store faults a batch may meet (on targets with a ``store``): any request's
+        error, lost reply or cut upload, at one of the first ``simulation_store_requests``
+        requests. A kit adds faults aimed at its store's decisive requests (e.g. a catalog's
+        commit), which a uniform draw would seldom hit."""
+        return st.builds(
+            StoreFault,
+            kind=st.sampled_from(["error", "lost_reply", "short_write"]),
+            after=st.integers(1, self.simulation_store_requests),
+            ops=st.sampled_from([OPS, ("put",), ("get", "head"), ("list",), ("delete",)]),
+        )
+
     def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
         raise NotImplementedError("a SinkSimulation subclass says how to make a target")
 
@@ -655,14 +667,7 @@ class History(RuleBasedStateMachine):
             choices.append(st.sampled_from(sorted(self.crash_points.seen)))
         store = self.target.store
         if store is not None:
-            choices.append(
-                st.builds(
-                    StoreFault,
-                    kind=st.sampled_from(["error", "lost_reply", "short_write"]),
-                    after=st.integers(1, self.kit.simulation_store_requests),
-                    ops=st.sampled_from([OPS, ("put",), ("get", "head"), ("list",), ("delete",)]),
-                )
-            )
+            choices.append(self.kit.simulation_store_faults())
         # half of the batches without a fault: a history needs commits to break
         fault = data.draw(st.one_of(st.none(), st.one_of(choices)), label="fault")
         self.stats[f"fault_{_fault_kind(fault)}"] += 1
