@@ -27,6 +27,7 @@ import pyarrow as pa
 import structlog
 
 import eosink
+from eosink.plugin import hookimpl
 from eosink import BatchContext, run_batch
 from eosink.testing.local import LocalRunner
 from eosink.testing.postgres import postgres_server_running
@@ -45,15 +46,15 @@ class DriverTimer:
         finally:
             self.spent += time.perf_counter() - started
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def is_committed(self):  # noqa: ANN201
         return (yield from self._timed())
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def init(self):  # noqa: ANN201
         return (yield from self._timed())
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def commit(self):  # noqa: ANN201
         return (yield from self._timed())
 

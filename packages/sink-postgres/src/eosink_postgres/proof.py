@@ -12,19 +12,20 @@ transaction covers both:
 
 Both are keyed by the target's OID, not its name: a table dropped and created again under the
 same name is a new target, without the old table's proofs. :func:`ensure_meta` creates them;
-the sink's ``commit`` (:mod:`eosink_postgres.sink`) writes both rows in the batch's
-transaction; :func:`read_proof` reads a proof back (``is_committed``, and a commit that lost
+the sink's ``commit`` locks the first (:func:`lock_last_batch`) and writes both
+(:func:`record`) in the batch's transaction; :func:`read_proof` reads a proof back (``is_committed``, and a commit that lost
 its connection, to tell whether it landed).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from eosink import Proof
+from eosink import BatchContext, Proof
 from eosink_postgres.options import PostgresOptions
 
 PROGRESS = "progress"
@@ -82,3 +83,68 @@ def read_proof(
     if row is None:
         return None
     return Proof.from_dict(row[0]), row[1]
+
+
+def lock_last_batch(
+    conn: psycopg.Connection[Any], options: PostgresOptions, oid: int, writer_id: str
+) -> int:
+    """Lock this writer's progress row for the caller's transaction (creating it on the first
+    batch) and return the last batch it recorded (-1 for none): commits of one writer into one
+    target run one after the other, and each sees the batch of the one before."""
+    table = sql.Identifier(options.meta_schema, PROGRESS)
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (target_oid, writer_id, last_batch) VALUES (%s, %s, -1) "
+            "ON CONFLICT DO NOTHING"
+        ).format(table),
+        (oid, writer_id),
+    )
+    (last,) = conn.execute(
+        sql.SQL(
+            "SELECT last_batch FROM {} WHERE target_oid = %s AND writer_id = %s FOR UPDATE"
+        ).format(table),
+        (oid, writer_id),
+    ).fetchone()
+    return int(last)
+
+
+def record(
+    conn: psycopg.Connection[Any],
+    options: PostgresOptions,
+    oid: int,
+    ctx: BatchContext,
+    *,
+    attempt: str,
+    mode: str,
+    proof: Proof,
+) -> None:
+    """Record the batch in the writer's progress row and its proof row, in the caller's
+    transaction (the one that moves the batch's rows)."""
+    meta = options.meta_schema
+    conn.execute(
+        sql.SQL("UPDATE {} SET last_batch = %s WHERE target_oid = %s AND writer_id = %s").format(
+            sql.Identifier(meta, PROGRESS)
+        ),
+        (ctx.batch_id, oid, ctx.writer_id),
+    )
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (target_oid, writer_id, batch_id, attempt, target, mode, rows, "
+            "fingerprint, query_id, checkpoint, committed_at, proof) VALUES (%s, %s, %s, "
+            "%s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
+        ).format(sql.Identifier(meta, PROOFS)),
+        (
+            oid,
+            ctx.writer_id,
+            ctx.batch_id,
+            attempt,
+            options.qualified,
+            mode,
+            proof.rows,
+            proof.fingerprint,
+            proof.query_id,
+            proof.checkpoint,
+            proof.committed_at,
+            json.dumps(proof.to_dict()),
+        ),
+    )

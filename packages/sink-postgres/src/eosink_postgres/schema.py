@@ -11,7 +11,7 @@ import pyarrow as pa
 from psycopg import sql
 
 from eosink import ConfigurationError
-from eosink_postgres import store
+from eosink_postgres import proof, store
 from eosink_postgres.options import SINK, PostgresOptions
 from eosink_postgres.types import columns_sql, pg_type
 
@@ -35,7 +35,7 @@ def create_target(
     conn: psycopg.Connection[Any], options: PostgresOptions, schema: pa.Schema
 ) -> int:
     """Create the target from the stream's schema (upsert: the key is its primary key)."""
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (store.SETUP_LOCK,))
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (proof.SETUP_LOCK,))
     missing = [k for k in options.key if k not in schema.names]
     if missing:
         raise ConfigurationError(

@@ -33,6 +33,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 
 import eosink
+from eosink.plugin import Sink
 from eosink import (
     AlreadyCommitted,
     BatchContext,
@@ -45,6 +46,8 @@ from eosink import (
 )
 from eosink.logs import get_logger
 from eosink_postgres import copy_binary, store
+from eosink_postgres import proof as proof_rows
+from eosink_postgres.move import move_rows
 from eosink_postgres.operator_hooks import PostgresOperatorHooks
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 from eosink_postgres.schema import check_target, create_target
@@ -75,7 +78,7 @@ class PostgresMessage:
     rows: int
 
 
-class PostgresSink(PostgresOperatorHooks, eosink.Sink):
+class PostgresSink(PostgresOperatorHooks, Sink):
     """Exactly-once into a PostgreSQL table; the batch's rows and proof in one transaction."""
 
     name = "postgres"
@@ -145,9 +148,9 @@ class PostgresSink(PostgresOperatorHooks, eosink.Sink):
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         with self.connect(autocommit=True) as conn:
             oid = store.target_oid(conn, self.options)
-            if oid is None or not store.meta_ready(conn, self.options):
+            if oid is None or not proof_rows.meta_ready(conn, self.options):
                 return None
-            found = store.read_proof(conn, self.options, oid, ctx.writer_id, ctx.batch_id)
+            found = proof_rows.read_proof(conn, self.options, oid, ctx.writer_id, ctx.batch_id)
         return found[0] if found else None
 
     @hookimpl
@@ -170,7 +173,7 @@ class PostgresSink(PostgresOperatorHooks, eosink.Sink):
                             options,
                             "init",
                         )
-                    store.ensure_meta(conn, options)
+                    proof_rows.ensure_meta(conn, options)
                     oid = store.target_oid(conn, options)
                     if oid is None:
                         if not options.create_table:
@@ -250,57 +253,31 @@ class PostgresSink(PostgresOperatorHooks, eosink.Sink):
                     f"{SINK}: table {options.qualified} was dropped or replaced while batch "
                     f"{ctx.label} ran; nothing was written, the batch runs again on restart"
                 )
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (target_oid, writer_id, last_batch) VALUES (%s, %s, -1) "
-                    "ON CONFLICT DO NOTHING"
-                ).format(store.ident(meta, store.PROGRESS)),
-                (oid, ctx.writer_id),
-            )
-            (last,) = conn.execute(
-                sql.SQL(
-                    "SELECT last_batch FROM {} WHERE target_oid = %s AND writer_id = %s FOR UPDATE"
-                ).format(store.ident(meta, store.PROGRESS)),
-                (oid, ctx.writer_id),
-            ).fetchone()
+            last = proof_rows.lock_last_batch(conn, options, oid, ctx.writer_id)
             if last >= ctx.batch_id:
                 raise AlreadyCommitted(f"{ctx.label}: batch {last} is already committed")
             if ctx.mode == "complete":
                 conn.execute(sql.SQL("DELETE FROM {}").format(target))
             expected = sum(m.rows for m in staged)
-            moved = self._move(conn, state, staged) if staged else 0
+            moved = (
+                move_rows(conn, options, state.columns, [m.table for m in staged])
+                if staged
+                else 0
+            )
             if moved != expected:
                 raise SinkError(
                     f"{SINK}: the staging tables of {ctx.label} hold {moved} rows, the tasks "
                     f"reported {expected}; nothing was written, the batch runs again on restart"
                 )
             crash_point("commit:rows-moved")
-            conn.execute(
-                sql.SQL(
-                    "UPDATE {} SET last_batch = %s WHERE target_oid = %s AND writer_id = %s"
-                ).format(store.ident(meta, store.PROGRESS)),
-                (ctx.batch_id, oid, ctx.writer_id),
-            )
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (target_oid, writer_id, batch_id, attempt, target, mode, rows, "
-                    "fingerprint, query_id, checkpoint, committed_at, proof) VALUES (%s, %s, %s, "
-                    "%s, %s, %s, %s, %s, %s, %s, to_timestamp(%s), %s)"
-                ).format(store.ident(meta, store.PROOFS)),
-                (
-                    oid,
-                    ctx.writer_id,
-                    ctx.batch_id,
-                    state.tag,
-                    options.qualified,
-                    "complete" if ctx.mode == "complete" else options.mode,
-                    proof.rows,
-                    proof.fingerprint,
-                    proof.query_id,
-                    proof.checkpoint,
-                    proof.committed_at,
-                    json.dumps(proof.to_dict()),
-                ),
+            proof_rows.record(
+                conn,
+                options,
+                oid,
+                ctx,
+                attempt=state.tag,
+                mode="complete" if ctx.mode == "complete" else options.mode,
+                proof=proof,
             )
             crash_point("commit:proof-written")
             # The moved tables, and those of this attempt's failed task attempts (Spark
@@ -315,72 +292,6 @@ class PostgresSink(PostgresOperatorHooks, eosink.Sink):
                 )
             crash_point("commit:before-commit")
         # leaving the block sent COMMIT and read its reply
-
-    def _move(
-        self, conn: psycopg.Connection[Any], state: PostgresState, staged: list[PostgresMessage]
-    ) -> int:
-        """Insert the rows of exactly the named staging tables; returns how many."""
-        options = self.options
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in state.columns)
-        source = sql.SQL(" UNION ALL ").join(
-            sql.SQL("SELECT {} FROM {}").format(cols, store.ident(options.meta_schema, m.table))
-            for m in staged
-        )
-        target = store.target_ident(options)
-        if options.mode == "upsert":
-            self._check_keys(conn, source)
-            keys = sql.SQL(", ").join(sql.Identifier(k) for k in options.key)
-            others = [c for c in state.columns if c not in options.key]
-            action = (
-                sql.SQL("DO UPDATE SET ")
-                + sql.SQL(", ").join(
-                    sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in others
-                )
-                if others
-                else sql.SQL("DO NOTHING")
-            )
-            query = (
-                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM ({}) s ON CONFLICT ({}) ").format(
-                    target, cols, cols, source, keys
-                )
-                + action
-            )
-        else:
-            query = sql.SQL("INSERT INTO {} ({}) {}").format(target, cols, source)
-        cur = conn.execute(query)
-        return cur.rowcount if others_or_append(options, state) else self._count(conn, source)
-
-    def _count(self, conn: psycopg.Connection[Any], source: sql.Composable) -> int:
-        (n,) = conn.execute(sql.SQL("SELECT count(*) FROM ({}) s").format(source)).fetchone()
-        return int(n)
-
-    def _check_keys(self, conn: psycopg.Connection[Any], source: sql.Composable) -> None:
-        """Refuse a batch with a row without key or two rows on one key, naming the fix."""
-        keys = sql.SQL(", ").join(sql.Identifier(k) for k in self.options.key)
-        null = sql.SQL(" OR ").join(
-            sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in self.options.key
-        )
-        (nulls,) = conn.execute(
-            sql.SQL("SELECT count(*) FROM ({}) s WHERE {}").format(source, null)
-        ).fetchone()
-        if nulls:
-            raise ConfigurationError(
-                f"{SINK}: {nulls} row(s) of the batch have a null key column "
-                f"({', '.join(self.options.key)}); upserts need a key in every row: filter them "
-                "out or fill the key in the query"
-            )
-        dup = conn.execute(
-            sql.SQL(
-                "SELECT {}, count(*) FROM ({}) s GROUP BY {} HAVING count(*) > 1 LIMIT 1"
-            ).format(keys, source, keys)
-        ).fetchone()
-        if dup is not None:
-            raise ConfigurationError(
-                f"{SINK}: {dup[-1]} rows of one batch have the same key "
-                f"({', '.join(self.options.key)}) = {tuple(dup[:-1])!r}; an upsert cannot "
-                "apply two rows to one key in one statement: deduplicate the batch in the "
-                "query (e.g. keep the latest row per key)"
-            )
 
     def _duplicate_keys_error(self, ctx: BatchContext, exc: Exception) -> ConfigurationError:
         return ConfigurationError(
@@ -404,7 +315,7 @@ class PostgresSink(PostgresOperatorHooks, eosink.Sink):
                             "batch is in doubt until it does (the next run settles it)"
                         )
                     time.sleep(0.05)
-            found = store.read_proof(
+            found = proof_rows.read_proof(
                 conn, self.options, state.target_oid, ctx.writer_id, ctx.batch_id
             )
         return found is not None and found[0].batch_id == ctx.batch_id and found[1] == state.tag
@@ -475,7 +386,7 @@ class PostgresSink(PostgresOperatorHooks, eosink.Sink):
             sql.SQL(
                 "SELECT 1 FROM {} WHERE target_oid = %s AND writer_id = %s AND batch_id >= %s "
                 "LIMIT 1"
-            ).format(store.ident(self.options.meta_schema, store.PROOFS)),
+            ).format(store.ident(self.options.meta_schema, proof_rows.PROOFS)),
             (state.target_oid, ctx.writer_id, ctx.batch_id),
         ).fetchone()
         if done:
@@ -527,9 +438,3 @@ def _stale(conn: psycopg.Connection[Any]) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
-
-
-def others_or_append(options: PostgresOptions, state: PostgresState) -> bool:
-    """Whether an INSERT's row count is the number of rows it was given (not for an upsert
-    that only inserts: ``DO NOTHING`` counts only the new rows)."""
-    return options.mode != "upsert" or any(c not in options.key for c in state.columns)

@@ -1,7 +1,7 @@
 """The sink's SQL: connections, the catalog questions it asks, and its staging tables.
 
-The meta schema's bookkeeping tables, where the proofs live, are in :mod:`eosink_postgres.proof`
-(their names and functions are also reachable here, as ``store.PROOFS`` etc.). Staging tables
+The meta schema's bookkeeping tables, where the proofs live, are in :mod:`eosink_postgres.proof`.
+Staging tables
 live in the meta schema too, one UNLOGGED table per task attempt, with a comment (JSON) saying
 whose they are and since when, for ``eosink cleanup``.
 """
@@ -17,7 +17,6 @@ from psycopg import sql
 
 from eosink import ConfigurationError, SinkError
 from eosink_postgres.options import SINK, PostgresOptions, scrub
-from eosink_postgres import proof as _proof
 
 STAGING_PREFIX = "stg_"
 MAX_IDENTIFIER = 63  # PostgreSQL cuts longer names (NAMEDATALEN - 1)
@@ -52,10 +51,6 @@ def connection_error(exc: Exception, options: PostgresOptions) -> EosinkErrorTyp
 
 
 EosinkErrorType = ConfigurationError | SinkError
-
-# The proof's tables and functions, under the names the sink's commit path reads (store.*).
-PROGRESS, PROOFS, SETUP_LOCK = _proof.PROGRESS, _proof.PROOFS, _proof.SETUP_LOCK
-ensure_meta, meta_ready, read_proof = _proof.ensure_meta, _proof.meta_ready, _proof.read_proof
 
 
 def ident(*parts: str) -> sql.Identifier:
