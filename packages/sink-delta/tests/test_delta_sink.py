@@ -18,7 +18,7 @@ from delta_helpers import QUERY, commit_elsewhere, log_actions, rows, run, txns
 from delta_history import age_log
 
 import eosink
-from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof
 from eosink.registry import plugin_manager
 
 

@@ -15,7 +15,8 @@ from eosink_files import cleanup, committed_files, read_table
 from eosink_files.sink import FilesSink, UnreadableFilesError
 from files_helpers import rows, run
 
-from eosink import BatchContext, ConfigurationError, hookimpl, run_batch
+from eosink.plugin import BatchContext, ConfigurationError, hookimpl
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 
@@ -96,7 +97,7 @@ def test_commit_refuses_rows_without_files(tmp_path):
     # moved no file of them into the folder, yet the batch counted rows
     import pyarrow as pa
 
-    from eosink import Proof
+    from eosink.plugin import Proof
     from eosink_files.sink import FilesMessage
 
     out = str(tmp_path / "out")

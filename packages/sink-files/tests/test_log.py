@@ -12,7 +12,7 @@ from eosink_files.log import derive_compact_interval, log_files, reader_interval
 from eosink_files.sink import FilesSink, placement
 from files_helpers import rows, run
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.registry import plugin_manager
 
 
@@ -212,7 +212,7 @@ def test_cleanup_removes_stale_staging_folders_of_the_spark_engine(tmp_path):
 
 def test_abort_removes_the_attempts_files(tmp_path):
     from eosink.testing.faults import FaultPlugin, InjectedCrash
-    from eosink import run_batch
+    from eosink.testing import run_batch
     from eosink.testing.local import LocalRunner
 
     out = tmp_path / "out"

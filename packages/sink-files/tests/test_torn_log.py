@@ -23,7 +23,7 @@ from eosink_files.sink import FilesSink
 from eosink_files.store import FsspecStore, LocalStore
 from files_helpers import rows, run
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.registry import plugin_manager
 
 

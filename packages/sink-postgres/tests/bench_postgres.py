@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 import structlog
 
 import eosink
+from eosink.plugin import hookimpl
 from eosink.testing.postgres import postgres_server_running
 from eosink.testing.spark import local_spark
 
@@ -87,15 +88,15 @@ class DriverTimer:
                 self.per_batch.append(self.current)
                 self.current = 0.0
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def is_committed(self):  # noqa: ANN201
         return (yield from self._timed("is_committed"))
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def init(self):  # noqa: ANN201
         return (yield from self._timed("init"))
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def commit(self):  # noqa: ANN201
         return (yield from self._timed("commit"))
 

@@ -21,7 +21,8 @@ import pyarrow as pa
 import structlog
 
 import eosink
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 from eosink.testing.postgres import postgres_server_running
 
@@ -39,15 +40,15 @@ class DriverTimer:
         finally:
             self.spent += time.perf_counter() - started
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def is_committed(self):  # noqa: ANN201
         return (yield from self._timed())
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def init(self):  # noqa: ANN201
         return (yield from self._timed())
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def commit(self):  # noqa: ANN201
         return (yield from self._timed())
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 from conftest import OUT, make_sink_for, rows_schema, table_rows
 
-from eosink import BatchContext, ConfigurationError, run_batch
+from eosink.plugin import BatchContext, ConfigurationError
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink_yt_dynamic import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, create_output_table
 from eosink_yt_dynamic.tables import ensure_dynamic_table

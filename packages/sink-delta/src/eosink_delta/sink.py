@@ -36,13 +36,14 @@ import attrs
 import pyarrow as pa
 
 from eosink.logs import get_logger
-import eosink
-from eosink import (
+from eosink.plugin import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
+    Sink,
     SinkError,
+    Staged,
     crash_point,
     hookimpl,
 )
@@ -89,7 +90,7 @@ class DeltaState:
     table_schema: str  # the table's Delta schema (JSON) the plan was checked against
 
 
-class DeltaSink(DeltaCommands, eosink.Sink):
+class DeltaSink(DeltaCommands, Sink):
     """Exactly-once into a Delta table: files + ``txn`` + proof in one Delta commit."""
 
     name = "delta"
@@ -442,13 +443,13 @@ class DeltaSink(DeltaCommands, eosink.Sink):
                 pass  # an orphan; VACUUM removes it
 
     @hookimpl
-    def write_dataframe(self, state: DeltaState, df: Any) -> eosink.Staged | None:
+    def write_dataframe(self, state: DeltaState, df: Any) -> Staged | None:
         if not spark_files.chooses_spark(self.options, self.uri, df, state.partition_by):
             return None
         message = spark_files.stage(
             self.uri, self.options, df, state.attempt, state.plan, state.partition_by
         )
-        return eosink.Staged(message, message.rows)
+        return Staged(message, message.rows)
 
     # -- executors -------------------------------------------------------------------------
     @hookimpl

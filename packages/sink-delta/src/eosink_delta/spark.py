@@ -21,7 +21,8 @@ import attrs
 
 from eosink.logs import get_logger
 import eosink
-from eosink import BatchContext, BatchOutcome, ConfigurationError, MissingWriterIdError, Proof
+from eosink import BatchOutcome, MissingWriterIdError
+from eosink.plugin import BatchContext, ConfigurationError, Proof
 from eosink.protocol import check_identity
 from eosink_delta.options import ENGINES, DeltaOptions
 from eosink_delta.sink import DeltaSink

@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from eosink import Proof, SinkError
+from eosink.plugin import Proof, SinkError
 
 LOG_DIR = "_spark_metadata"
 VERSION_LINE = "v1"

@@ -27,13 +27,14 @@ import attrs
 import pyarrow as pa
 
 from eosink.logs import get_logger
-import eosink
-from eosink import (
+from eosink.plugin import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
+    Sink,
     SinkError,
+    Staged,
     crash_point,
     hookimpl,
 )
@@ -157,7 +158,7 @@ class _Counted:
             yield chunk
 
 
-class FilesSink(FilesCommands, eosink.Sink):
+class FilesSink(FilesCommands, Sink):
     """Exactly-once files in a folder; each batch is published by one manifest log file."""
 
     name = "files"
@@ -505,12 +506,12 @@ class FilesSink(FilesCommands, eosink.Sink):
         )
 
     @hookimpl
-    def write_dataframe(self, state: FilesState, df: Any) -> eosink.Staged | None:
+    def write_dataframe(self, state: FilesState, df: Any) -> Staged | None:
         store = self._store()
         if not spark_engine.chooses_spark(self.options, store, df):
             return None
         files, rows = spark_engine.stage(store, self.options, df, state.attempt)
-        return eosink.Staged(FilesMessage(files=tuple(files), rows=rows), rows)
+        return Staged(FilesMessage(files=tuple(files), rows=rows), rows)
 
     # -- executors ---------------------------------------------------------------------------
     @hookimpl

@@ -26,7 +26,7 @@ from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError, clock
+from eosink.plugin import ConfigurationError, clock
 from eosink.options import MASK, secret_values
 
 #: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.

@@ -32,12 +32,12 @@ import pyarrow as pa
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-import eosink
-from eosink import (
+from eosink.plugin import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
+    Sink,
     SinkError,
     clock,
     crash_point,
@@ -75,7 +75,7 @@ class PostgresMessage:
     rows: int
 
 
-class PostgresSink(PostgresCommands, eosink.Sink):
+class PostgresSink(PostgresCommands, Sink):
     """Exactly-once into a PostgreSQL table; the batch's rows and proof in one transaction."""
 
     name = "postgres"

@@ -24,7 +24,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from eosink import ConfigurationError, Proof, SinkError
+from eosink.plugin import ConfigurationError, Proof, SinkError
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 
 PROGRESS = "progress"

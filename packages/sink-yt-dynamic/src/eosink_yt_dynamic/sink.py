@@ -28,8 +28,7 @@ import attrs
 import pyarrow as pa
 
 from eosink.logs import get_logger
-import eosink
-from eosink import BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink.plugin import BatchContext, ConfigurationError, Proof, Sink, crash_point, hookimpl
 from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
 from eosink_yt_dynamic.cli import YtDynamicCommands
 from eosink_yt_dynamic.keys import (
@@ -142,7 +141,7 @@ class WriteMessage:
         return self.chunks
 
 
-class YtDynamicSink(YtDynamicCommands, eosink.Sink):
+class YtDynamicSink(YtDynamicCommands, Sink):
     """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
 
     name = "yt-dynamic"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink import ConfigurationError, Proof
+from eosink.plugin import ConfigurationError, Proof
 from eosink_yt_common import key_columns, yt_schema
 from eosink_yt_static import tx as txs
 

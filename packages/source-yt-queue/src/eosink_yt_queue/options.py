@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 from eosink_yt_common import YtClientOptions
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 #: Rows per ``pull_queue`` request (YT's own default batch is 1000 rows).
 PULL_ROWS = 10_000
