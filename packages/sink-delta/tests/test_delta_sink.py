@@ -1,4 +1,5 @@
-"""The delta sink without Spark: seed 002, the log's contents, modes, types, retention, races."""
+"""The delta sink without Spark: batch-job versions (Delta's txnAppId/txnVersion), the log's
+contents, modes, types, retention, races."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every row of the seed's "Common configuration errors" table, caught before data is damaged.
+"""Every row of the "Common configuration errors" table of SPYT's idempotent receiver
+documentation, caught before data is damaged.
 
 Each test commits one good batch first, then runs the misconfigured one and checks the error
 (which names the fix) and that the table still holds exactly the good batch.

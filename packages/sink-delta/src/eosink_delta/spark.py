@@ -1,6 +1,7 @@
 """Front doors that choose the engine: delta-rs (eosink's protocol) or Delta's own Spark writer.
 
-``engine="delta-spark"`` is seed 002's path for Sparks that have the Delta jars::
+``engine="delta-spark"`` is Delta's own idempotent write across jobs (its ``txnAppId`` and
+``txnVersion`` writer options), for Sparks that have the Delta jars::
 
     df.write.format("delta").option("txnAppId", writer_id).option("txnVersion", batch_id)
 
@@ -197,7 +198,8 @@ def write_batch(
     mode: str = "append",
     **options: Any,
 ) -> BatchOutcome:
-    """A batch job's write, exactly once per (writer id, version): seed 002 on either engine."""
+    """A batch job's write, exactly once per (writer id, version), on either engine: Delta's
+    ``txnAppId``/``txnVersion`` rule, a version at or below the last committed one skipped."""
     if not writer_id:
         raise MissingWriterIdError("delta")
     options.setdefault("engine", "auto")

@@ -13,9 +13,10 @@ the table ends up the same however often a batch runs. Hence:
   replays of long-committed batches are skipped without rewriting them; correctness never
   depends on that proof;
 * ``init`` refuses every configuration under which a key would not name one source row (the
-  seed's "Common configuration errors"), before anything is written; ``write`` refuses
-  duplicate and null keys (:mod:`eosink_yt_dynamic.registrations`) and rows another writer
-  wrote (:mod:`eosink_yt_dynamic.sources`) before writing the rows that carry them.
+  "Common configuration errors" of SPYT's idempotent receiver documentation), before anything
+  is written; ``write`` refuses duplicate and null keys (:mod:`eosink_yt_dynamic.registrations`)
+  and rows another writer wrote (:mod:`eosink_yt_dynamic.sources`) before writing the rows
+  that carry them.
 """
 
 from __future__ import annotations
