@@ -8,7 +8,7 @@ agrees with every other Iceberg writer. Other transforms (``void``, unknown ones
 specs) are refused with a clear error: files in the wrong partition would be skipped by readers
 that prune on it.
 
-Grouping is by :func:`eosink.group_by_text`: rows share a file exactly when every field's
+Grouping is by :func:`eosink.plugin.group_by_text`: rows share a file exactly when every field's
 partition value is the same, NaN and ``-0.0``/``0.0`` included (they are distinct values of an
 identity partition), never by Arrow equality, which loses or duplicates those rows.
 """

@@ -1,7 +1,7 @@
 """The options of the ``eosink-yt-queue`` source, spelled and parsed once.
 
 Spark hands them as case-insensitive strings (``maxRowsPerTrigger`` arrives as
-``maxrowspertrigger``); :func:`eosink.options_from` maps any spelling onto these fields.
+``maxrowspertrigger``); :func:`eosink.plugin.options_from` maps any spelling onto these fields.
 """
 
 from __future__ import annotations
