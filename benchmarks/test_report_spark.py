@@ -26,6 +26,12 @@ def test_smoke_report_is_written(tmp_path, capsys):
     for name in ("Spark's parquet sink", "eosink-files, data source", "eosink-delta, data source"):
         rows = [line for line in throughput.splitlines() if line.startswith(f"| {name} |")]
         assert len(rows) == 2 and not any("n/a" in row for row in rows), rows
+    # eosink-postgres: both doors and its bare COPY loop ran (the JDBC row needs the driver jar)
+    postgres = text.split("## 1b.")[1].split("## 2.")[0]
+    for name in ("eosink-postgres (data source)", "eosink-postgres (foreachBatch)", "bare COPY"):
+        assert any(line.startswith(f"| {name}") for line in postgres.splitlines()), name
+    assert "| eosink-postgres |" in text.split("## 2.")[1].split("## 3.")[0]
+    assert "## 3b. Cost as the history grows: eosink-postgres" in text
     pngs = sorted(p for p in os.listdir(out) if p.endswith(".png"))
     assert pngs == [
         "history.png",

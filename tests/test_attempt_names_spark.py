@@ -23,7 +23,7 @@ from eosink.spark.executors import arrow_schema, spark_run_writes
 
 ROWS = 400
 SINKS = {
-    "files": {"engine": "arrow"},
+    "files": {"file_writer": "arrow"},
     "delta": {"file_writer": "arrow"},
 }
 

@@ -28,7 +28,7 @@ df = spark.range(0, 40, 1, 2)
 def batch(version, marker):
     print(marker, flush=True)
     print(marker, file=sys.stderr, flush=True)
-    sink = FilesSink(path=out, engine="arrow")  # Python writes on the executors
+    sink = FilesSink(path=out, file_writer="arrow")  # Python writes on the executors
     outcome = eosink.write_batch(df, sink, writer_id="logs", version=version)
     print("result:", version, [o.status for o in outcome], flush=True)
 

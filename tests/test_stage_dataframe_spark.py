@@ -13,7 +13,7 @@ import eosink
 from eosink.plugin import BatchContext
 from eosink.testing.faults import FaultPlugin
 
-SINKS = {"files": {"engine": "spark"}, "delta": {"file_writer": "spark"}}
+SINKS = {"files": {"file_writer": "spark"}, "delta": {"file_writer": "spark"}}
 
 
 def read_back(spark, name, path):

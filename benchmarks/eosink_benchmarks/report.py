@@ -23,7 +23,7 @@ from collections.abc import Callable
 import attrs
 import structlog
 
-from eosink_benchmarks import history, machine, overhead, plots, recovery, throughput, yt
+from eosink_benchmarks import history, machine, overhead, plots, postgres, recovery, throughput, yt
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target
 
@@ -168,10 +168,29 @@ def section_throughput(
         [png],
         throughput.targets(variants),
     )
+    postgres_throughput(report, size, work, cores, progress)
+
+
+def postgres_throughput(
+    report: Report, size: Size, work: str, cores: int, progress: Progress
+) -> None:
+    """eosink-postgres beside Spark's JDBC writer and a bare COPY loop: a table of its own (its
+    anchors are not section 1's)."""
+    tables, targets = postgres.throughput(
+        os.path.join(work, "postgres"),
+        size.batches,
+        size.rows,
+        size.repeat,
+        size.warm,
+        cores,
+        progress,
+    )
+    report.add("1b. Throughput into PostgreSQL", tables, [], targets)
 
 
 def section_overhead(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
     results = overhead.run(work, size.overhead_batches, progress)
+    results.append(postgres.overhead(work, size.overhead_batches, progress))
     png = plots.overhead(
         [(r.sink, r.median, r.p95) for r in results],
         os.path.join(report.out, "overhead.png"),
@@ -200,6 +219,13 @@ def section_history(report: Report, size: Size, work: str, cores: int, progress:
         [png],
         history.targets(results),
     )
+    postgres_history(report, size, progress)
+
+
+def postgres_history(report: Report, size: Size, progress: Progress) -> None:
+    """eosink-postgres's per-batch cost at the same history lengths (synthesized proofs)."""
+    tables, targets = postgres.history(list(size.history_at), size.history_batches, progress)
+    report.add("3b. Cost as the history grows: eosink-postgres", tables, [], targets)
 
 
 def section_yt(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:

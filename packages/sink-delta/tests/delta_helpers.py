@@ -11,7 +11,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta.sink import DeltaSink
-from eosink_delta.table import PROOF_KEY
+from eosink_delta.proof import PROOF_KEY
 
 from eosink import BatchOutcome
 from eosink.plugin import BatchContext, Proof

@@ -9,7 +9,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta.sink import DeltaSink
-from eosink_delta.table import ForeignTransactionError
+from eosink_delta.proof import ForeignTransactionError
 from delta_helpers import log_version, rows, run, txns
 
 from eosink import CheckpointMismatchError, ConfigurationError

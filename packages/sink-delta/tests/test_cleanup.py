@@ -72,12 +72,34 @@ def test_vacuum_is_deltas_vacuum_plus_the_staging_it_skips(table):
     assert rows_in(table) == 5
 
 
-def test_cleanup_command_line(table, capsys):
-    from eosink_delta.cleanup import main
+@pytest.fixture
+def eosink_command():
+    """The ``eosink`` command's ``main``; its logging set-up (stderr, WARNING) undone after."""
+    from eosink.cli import main
+    from eosink.logs import reset_logging
 
-    assert main([table, "--older-than-hours", "24"]) == 0
+    yield main
+    reset_logging()
+
+
+def test_eosink_cleanup_delta_covers_the_retired_cleanup_command(table, capsys, eosink_command):
+    """``eosink cleanup delta`` takes what ``python -m eosink_delta.cleanup`` took: the table,
+    an age (``--older-than 24h`` for ``--older-than-hours 24``) and ``--delete``; it lists the
+    orphan files and the stale staging folders alike."""
+    main = eosink_command
+    assert main(["cleanup", "delta", table, "--older-than", "24h"]) == 0
     out = capsys.readouterr().out
-    assert "orphan   day=a/part-old.parquet" in out and "would delete" in out
-    assert main([table, "--older-than-hours", "24", "--delete"]) == 0
-    assert "deleted" in capsys.readouterr().out
+    assert "day=a/part-old.parquet" in out and "_eosink_staging/killed" in out
+    assert "dry run: add --delete" in out
+    assert os.path.exists(os.path.join(table, "day=a", "part-old.parquet"))
+    assert main(["cleanup", "delta", table, "--older-than", "24h", "--delete"]) == 0
+    assert "removed 2 leftover(s)" in capsys.readouterr().out
     assert not os.path.exists(os.path.join(table, "day=a", "part-old.parquet"))
+    assert os.listdir(os.path.join(table, "_eosink_staging")) == ["live"]
+    assert rows_in(table) == 5
+
+
+def test_the_retired_cleanup_command_is_gone():
+    import eosink_delta.cleanup
+
+    assert not hasattr(eosink_delta.cleanup, "main")

@@ -13,7 +13,7 @@ import pytest
 import structlog
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
-from eosink_delta import table as table_module
+from eosink_delta import proof as proof_module
 from eosink_delta.sink import DeltaSink, read_table
 from delta_helpers import QUERY, commit_elsewhere, log_actions, rows, run, txns
 from delta_history import age_log
@@ -254,7 +254,7 @@ def test_abort_removes_only_files_no_commit_published(path):
 
 
 def test_proof_details_found_across_many_commits(path, monkeypatch):
-    monkeypatch.setattr(table_module, "HISTORY_STEP", 2)
+    monkeypatch.setattr(proof_module, "HISTORY_STEP", 2)
     sink = DeltaSink(path=path)
     run(sink, 0)
     for batch in range(5):

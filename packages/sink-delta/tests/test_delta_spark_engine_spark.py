@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from deltalake import DeltaTable
-from eosink_delta import spark as engines
+from eosink_delta import delta_spark as engines
 from delta_helpers import txns
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
-from eosink_delta import spark as engines
+from eosink_delta import delta_spark as engines
 from eosink_delta.sink import DeltaSink, read_table
 from delta_helpers import QUERY, rows, run, txns
 
@@ -101,8 +101,11 @@ def test_engine_choice():
 
 
 def test_sink_with_delta_spark_engine_names_the_front_door(path):
-    with pytest.raises(ConfigurationError, match="eosink_delta.foreach_batch"):
+    """The error names front doors that exist, by their import path."""
+    with pytest.raises(ConfigurationError, match="eosink_delta.delta_spark.foreach_batch") as err:
         run(DeltaSink(path=path, engine="delta-spark"), 0)
+    assert "eosink_delta.delta_spark.write_batch" in str(err.value)
+    assert callable(engines.foreach_batch) and callable(engines.write_batch)
 
 
 def test_seed_002_through_delta_spark(path):

@@ -54,7 +54,8 @@ def synthesize_history(
     stand-ins: only listed, aged and deleted, never read. The data files are not created.
     """
     from eosink.model import Proof
-    from eosink_files.log import LOG_DIR, FileEntry, ProofEntry, closing_line, log_name, render
+    from eosink_files.log import LOG_DIR, FileEntry, log_name, render
+    from eosink_files.proof import ProofEntry, closing_line
     from eosink_files.store import open_store
 
     store = open_store(out)

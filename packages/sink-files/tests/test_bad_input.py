@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import attrs
+
 import pyarrow as pa
 import pytest
 from eosink_files import ManifestError, committed_files, read_table
@@ -129,7 +131,7 @@ def test_changing_format_or_layout_of_a_folder(tmp_path):
 
 
 def test_filesystem_without_atomic_create_needs_single_writer(memory_url, monkeypatch):
-    from eosink_files import store as store_mod
+    from eosink_files import fsspec_store as store_mod
 
     # a filesystem that cannot create a file only-if-absent atomically (e.g. plain HTTP, FTP)
     monkeypatch.setattr(store_mod.FsspecStore, "atomic_publish", lambda self: False)
@@ -156,15 +158,41 @@ class _ConnectLikeFrame:
     sparkSession = _ConnectSession()
 
 
-def test_spark_engine_needs_a_classic_session(tmp_path):
+def test_spark_file_writer_needs_a_classic_session(tmp_path):
     from eosink_files.options import FilesOptions
-    from eosink_files.spark_engine import chooses_spark
+    from eosink_files.spark_file_writer import chooses_spark
     from eosink_files.store import open_store
 
     store = open_store(str(tmp_path))
     df = _ConnectLikeFrame()
     assert chooses_spark(FilesOptions(path=str(tmp_path)), store, df) is False
-    with pytest.raises(ConfigurationError, match="Spark Connect.*engine='arrow'"):
-        chooses_spark(FilesOptions(path=str(tmp_path), engine="spark"), store, df)
-    with pytest.raises(ConfigurationError, match="unknown engine 'jvm'"):
-        FilesOptions(path=str(tmp_path), engine="jvm")
+    with pytest.raises(ConfigurationError, match="Spark Connect.*file_writer='arrow'"):
+        chooses_spark(FilesOptions(path=str(tmp_path), file_writer="spark"), store, df)
+    with pytest.raises(ConfigurationError, match="unknown file_writer 'jvm'"):
+        FilesOptions(path=str(tmp_path), file_writer="jvm")
+
+
+def test_engine_is_the_old_name_of_file_writer(tmp_path):
+    """``engine`` still works (Python keyword and Spark option); ``file_writer`` is the name."""
+    from eosink_files.options import FilesOptions
+
+    from eosink import options_from
+
+    path = str(tmp_path)
+    assert FilesOptions(path=path).file_writer == "auto"
+    assert FilesOptions(path=path, engine="Arrow").file_writer == "arrow"
+    assert options_from(FilesOptions, {"path": path, "engine": "spark"}).file_writer == "spark"
+    assert options_from(FilesOptions, {"path": path, "fileWriter": "spark"}).file_writer == "spark"
+    same = FilesOptions(path=path, file_writer="spark", engine="spark")
+    assert same.file_writer == "spark" and same == FilesOptions(path=path, file_writer="spark")
+    assert attrs.evolve(same, file_writer="arrow").file_writer == "arrow"
+    assert "engine=" not in repr(same)
+
+
+def test_file_writer_and_engine_that_disagree_are_an_error(tmp_path):
+    from eosink_files.options import FilesOptions
+
+    with pytest.raises(ConfigurationError, match="file_writer='spark' and engine='arrow' disagree"):
+        FilesOptions(path=str(tmp_path), file_writer="spark", engine="arrow")
+    with pytest.raises(ConfigurationError, match="disagree"):
+        sink("files", path=str(tmp_path), fileWriter="arrow", engine="spark")

@@ -12,7 +12,8 @@ import os
 
 import pytest
 from eosink_files import cleanup, committed_files, read_table
-from eosink_files.sink import FilesSink, UnreadableFilesError
+from eosink_files.manifest_commit import UnreadableFilesError
+from eosink_files.sink import FilesSink
 from files_helpers import rows, run
 
 from eosink.plugin import BatchContext, ConfigurationError, hookimpl
@@ -41,7 +42,7 @@ def run_with(sink, action, batch_id=0):
 def test_commit_refuses_files_a_cleanup_deleted(tmp_path):
     out = str(tmp_path / "out")
     early_cleanup = BeforeCommit(lambda _: cleanup(out, older_than_s=0, dry_run=False))
-    with pytest.raises(UnreadableFilesError, match=r"part-0000\d-.*missing.*older-than-hours"):
+    with pytest.raises(UnreadableFilesError, match=r"part-0000\d-.*missing.*cleanup --older-than"):
         run_with(FilesSink(path=out), early_cleanup)
     assert committed_files(out) == []  # no proof over missing files
     assert run(FilesSink(path=out), 0).status == "committed"  # the replay writes it again
@@ -93,7 +94,7 @@ def test_memory_store_is_fine_in_one_process(memory_url):
 
 
 def test_commit_refuses_rows_without_files(tmp_path):
-    # Spark's writer (the spark engine) wrote the rows on the executors' own disks: the driver
+    # Spark's writer (the spark file writer) wrote the rows on the executors' own disks: the driver
     # moved no file of them into the folder, yet the batch counted rows
     import pyarrow as pa
 

@@ -98,7 +98,7 @@ def check_output(spark, out, expected_ids):
 
 
 def written_by_spark(out) -> set[bool]:
-    """For each committed file: was it written by Spark's own writer (the spark engine)?"""
+    """For each committed file: was it written by Spark's own writer (the spark file writer)?"""
     return {
         b"org.apache.spark.version"
         in (pq.read_metadata(os.path.join(out, f.relpath)).metadata or {})
@@ -113,7 +113,7 @@ def test_killed_mid_batch_then_restarted(spark, tmp_path, door):
     marker = tmp_path / "crash-once"
     marker.write_text("1")
     engine = "arrow" if door == "foreach_batch_arrow" else "auto"
-    sink = eosink.sink("files", path=str(out), engine=engine)
+    sink = eosink.sink("files", path=str(out), file_writer=engine)
     writer = eosink.foreach_batch(sink, writer_id="e2e")
 
     def start():

@@ -9,7 +9,8 @@ import pytest
 from eosink_files import cleanup, committed_files, read_log, read_table
 from eosink_files.cleanup import FOREIGN, ORPHAN, YOUNG
 from eosink_files.log import derive_compact_interval, log_files, reader_interval, reader_plan
-from eosink_files.sink import FilesSink, placement
+from eosink_files.manifest_commit import placement
+from eosink_files.sink import FilesSink
 from files_helpers import rows, run
 
 from eosink.plugin import BatchContext
@@ -183,7 +184,7 @@ def test_cleanup_removes_failed_attempts_only(tmp_path):
     assert read_table(str(out)).num_rows == 8
 
 
-def test_cleanup_removes_stale_staging_folders_of_the_spark_engine(tmp_path):
+def test_cleanup_removes_stale_staging_folders_of_the_spark_file_writer(tmp_path):
     out = tmp_path / "out"
     run(FilesSink(path=str(out)), 0)
     stale = out / "_eosink_staging" / "a1" / "country=DE"

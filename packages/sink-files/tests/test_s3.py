@@ -13,7 +13,7 @@ import pytest
 from eosink_files import committed_files, read_log, read_table
 from eosink_files.log import LOG_DIR
 from eosink_files.sink import FilesSink
-from eosink_files.store import FsspecStore
+from eosink_files.fsspec_store import FsspecStore
 from files_helpers import commit_elsewhere, run
 
 import eosink

@@ -97,7 +97,7 @@ def test_every_row_reads_back_once_by_sparks_reader(spark, tmp_path, door):
             .save()
         )
     else:
-        sink = eosink.sink("files", path=out, partition_by=["s", "f"], engine=door)
+        sink = eosink.sink("files", path=out, partition_by=["s", "f"], file_writer=door)
         (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
         assert (outcome.status, outcome.rows) == ("committed", 420)
     check_spark_reads_back(spark, out, expected(df))
@@ -109,7 +109,7 @@ def test_both_engines_name_the_same_folders(spark, tmp_path):
     folders = {}
     for engine in ("arrow", "spark"):
         out = str(tmp_path / engine)
-        sink = eosink.sink("files", path=out, partition_by=["s", "f"], engine=engine)
+        sink = eosink.sink("files", path=out, partition_by=["s", "f"], file_writer=engine)
         eosink.write_batch(df, sink, writer_id="job", version=1)
         folders[engine] = layout(out)
     assert folders["arrow"] == folders["spark"] == LAYOUT
@@ -176,7 +176,7 @@ def test_other_types_read_back_by_sparks_reader(spark, tmp_path):
         "id % 2 = 0 as b",
         "cast(id as string) as x",
     )
-    sink = eosink.sink("files", path=out, partition_by=["d", "t", "m", "b"], engine="arrow")
+    sink = eosink.sink("files", path=out, partition_by=["d", "t", "m", "b"], file_writer="arrow")
     eosink.write_batch(df, sink, writer_id="job", version=1)
     schema = "x string, id long, d date, t timestamp, m decimal(18, 6), b boolean"
     back = sorted(spark.read.schema(schema).parquet(out).select(*df.columns).collect())
@@ -186,7 +186,7 @@ def test_other_types_read_back_by_sparks_reader(spark, tmp_path):
 def test_binary_partition_column_is_refused_before_writing(spark, tmp_path):
     out = tmp_path / "out"
     df = spark.range(3).selectExpr("id", "cast(cast(id as string) as binary) as v")
-    sink = eosink.sink("files", path=str(out), partition_by=["v"], engine="arrow")
+    sink = eosink.sink("files", path=str(out), partition_by=["v"], file_writer="arrow")
     with pytest.raises(eosink.ConfigurationError, match="cast it to a string in the query"):
         eosink.write_batch(df, sink, writer_id="job", version=1)
     assert not os.path.exists(out) or not any(
@@ -202,9 +202,8 @@ def test_arrow_values_in_a_session_time_zone(spark, tmp_path):
         df = spark.sql("select 1L as id, timestamp'2024-01-01 12:00:00' as t, 'a' as x")
         assert arrow_path_texts(df.select("t")) == ["2024-01-01 12:00:00"]
         out = str(tmp_path / "out")
-        sink = eosink.sink("files", path=out, partition_by=["t"], engine="arrow")
+        sink = eosink.sink("files", path=out, partition_by=["t"], file_writer="arrow")
         eosink.write_batch(df, sink, writer_id="job", version=1)
         back = spark.read.schema("x string, id long, t timestamp").parquet(out).first()
         assert back.t == df.first().t
         assert layout(out) == {"t=2024-01-01 12%3A00%3A00"}
-

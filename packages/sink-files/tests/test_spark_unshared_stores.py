@@ -13,7 +13,7 @@ import pytest
 import eosink
 from eosink import ConfigurationError
 from eosink_files import sink as sink_module
-from eosink_files.sink import UnreadableFilesError
+from eosink_files.manifest_commit import UnreadableFilesError
 
 
 def batch(spark):
@@ -21,7 +21,7 @@ def batch(spark):
 
 
 def test_memory_store_is_refused_at_init(spark, memory_url):
-    sink = eosink.sink("files", path=memory_url, engine="arrow")
+    sink = eosink.sink("files", path=memory_url, file_writer="arrow")
     with pytest.raises(ConfigurationError, match="memory:// lives in one process.*shared mount"):
         eosink.write_batch(batch(spark), sink, writer_id="w", version=1)
 
@@ -30,7 +30,7 @@ def test_commit_refuses_files_only_the_executors_see(spark, memory_url, monkeypa
     import fsspec
 
     monkeypatch.setattr(sink_module, "in_spark_application", lambda: False)  # the init check off
-    sink = eosink.sink("files", path=memory_url, engine="arrow")
+    sink = eosink.sink("files", path=memory_url, file_writer="arrow")
     with pytest.raises(UnreadableFilesError, match="is missing.*memory://"):
         eosink.write_batch(batch(spark), sink, writer_id="w", version=1)
     fs = fsspec.filesystem("memory")

@@ -20,7 +20,8 @@ from eosink_files import ManifestError, committed_files, read_table
 from eosink_files.log import LOG_DIR
 from eosink_files.log_view import TAIL_CHUNK, forget_views
 from eosink_files.sink import FilesSink
-from eosink_files.store import FsspecStore, LocalStore
+from eosink_files.fsspec_store import FsspecStore
+from eosink_files.store import LocalStore
 from files_helpers import rows, run
 
 from eosink.plugin import BatchContext
@@ -232,7 +233,8 @@ def test_multipart_compaction_whose_source_breaks_off_is_aborted_on_s3(s3_bucket
     """The same with a compact larger than s3fs's 5 MiB block: the parts already uploaded
     belong to a multipart upload that must be aborted, never completed."""
     from eosink.model import Proof
-    from eosink_files.log import FileEntry, ProofEntry, closing_line, render
+    from eosink_files.log import FileEntry, render
+    from eosink_files.proof import ProofEntry, closing_line
 
     opts = s3_bucket.endpoint.fsspec_options()
     store = FsspecStore(s3_bucket.uri("out"), storage_options=opts)

@@ -20,7 +20,7 @@ from collections import Counter
 
 import killable_query  # the query the test runs in its own process
 import pytest
-from eosink_iceberg.proofs import StoredProof, property_key
+from eosink_iceberg.proof import StoredProof, property_key
 from iceberg_helpers import duckdb_missing, load, read_duckdb, read_pyiceberg
 
 from eosink import cli

@@ -8,7 +8,7 @@ import threading
 
 import pyarrow as pa
 import pytest
-from eosink_iceberg.proofs import SUMMARY_BATCH, property_key
+from eosink_iceberg.proof import SUMMARY_BATCH, property_key
 from eosink_iceberg.sink import IcebergSink
 from iceberg_helpers import (
     TABLE,

@@ -8,13 +8,19 @@ fresh table from a fresh checkpoint; rows/s is the whole query's wall time. The 
 * eosink-postgres through the data source (``format("eosink-postgres")``) and ``foreachBatch``;
 * Spark's own JDBC writer (``df.write.jdbc`` in ``foreachBatch``: each partition commits on its
   own, at-least-once), with the PostgreSQL JDBC driver jar (``--jdbc-jar``; by default the
-  newest ``org/postgresql/postgresql/*/postgresql-*.jar`` of the local Maven cache);
-* a bare COPY loop (``foreachBatch`` + ``mapInArrow``: each task COPYs its rows straight into
-  the table with the sink's own row conversion; no staging, no proof: at-least-once).
+  newest ``org/postgresql/postgresql/*/postgresql-*.jar`` of the local Maven cache, ~/.m2);
+* the bare COPY loop: the same stream, each task COPYs the same Arrow batches straight into the
+  target with the sink's own encoder (``foreachBatch`` + ``mapInArrow``): no staging table, no
+  move, no proof, at-least-once. What eosink-postgres adds to it is the price of exactly-once;
+* Arrow to Python, no write: the same ``mapInArrow`` taking the batches and writing nothing,
+  the floor of every path that writes from Python workers.
 
-The exactly-once overhead per batch is the median time of the driver's hooks
-(``is_committed`` + ``init`` + ``commit``) minus nothing: all of it is what a bare loop does not
-do (the commit moves the staged rows, which is the part that grows with the batch).
+Every path runs once to warm up, then ``--repeat`` interleaved rounds (every path once per
+round); the table shows the best and the median and the load average of each run.
+
+The exactly-once overhead per batch: the median time of the driver's hooks (``is_committed`` +
+``init`` + ``commit``; the commit moves the staged rows into the target, which grows with the
+batch) and the whole query's time per batch beyond the bare COPY loop's.
 
     ./pants run packages/sink-postgres/tests:bench            # 5 x 1M rows, local[2]
     python packages/sink-postgres/tests/bench_postgres.py --rows 100000 --batches 3
@@ -24,15 +30,18 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import logging
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
@@ -101,10 +110,39 @@ class DriverTimer:
         return (yield from self._timed("commit"))
 
 
-def find_jdbc_jar() -> str | None:
-    pattern = os.path.expanduser("~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar")
+#: Where the JDBC driver jar is looked for when no path is given.
+JDBC_JAR_PATTERN = "~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"
+EOSINK_DS = "eosink-postgres (data source)"
+EOSINK_FB = "eosink-postgres (foreachBatch)"
+BARE_COPY = "bare COPY loop (foreachBatch)"
+JDBC = "Spark JDBC (foreachBatch)"
+ARROW_ONLY = "Arrow to Python, no write"
+TABLES = {
+    EOSINK_DS: "eosink_ds",
+    EOSINK_FB: "eosink_fb",
+    BARE_COPY: "bare_copy",
+    JDBC: "spark_jdbc",
+}
+
+
+def find_jdbc_jar(given: str | None = None) -> str | None:
+    """The PostgreSQL JDBC driver jar: ``given`` (which must exist), else the newest of the
+    local Maven cache; None when there is none."""
+    if given:
+        if not os.path.isfile(given):
+            raise FileNotFoundError(f"no PostgreSQL JDBC driver jar at {given}")
+        return given
+    pattern = os.path.expanduser(JDBC_JAR_PATTERN)
     jars = sorted(j for j in glob.glob(pattern) if not j.endswith(("-sources.jar", "-javadoc.jar")))
     return jars[-1] if jars else None
+
+
+def missing_jar_note() -> str:
+    return (
+        f"no PostgreSQL JDBC driver jar (none matches {JDBC_JAR_PATTERN}): the Spark JDBC row is "
+        "left out; give one with --jdbc-jar, or fetch org.postgresql:postgresql into the local "
+        "Maven cache"
+    )
 
 
 def timed(start: Callable[[], Any]) -> float:
@@ -117,24 +155,26 @@ def timed(start: Callable[[], Any]) -> float:
 
 
 def bare_copy(url: str, table: str) -> Callable[[Any, int], None]:
-    """foreachBatch: every task COPYs its rows into the table, committing on its own."""
+    """foreachBatch: every task COPYs its Arrow batches into the table with the sink's encoder,
+    committing on its own (no staging, no proof)."""
 
     def copy_partition(batches):  # runs on the executors
         import psycopg
-        from eosink_postgres.types import copy_rows, copy_type, pg_type
+        from eosink_postgres import copy_binary
+        from eosink_postgres.types import pg_type
 
         rows = 0
         with psycopg.connect(url) as conn, conn.cursor() as cur:
             with cur.copy(
                 f"COPY {table} (id, name, amount, day, ts) FROM STDIN (FORMAT BINARY)"
             ) as copy:
+                copy.write(copy_binary.SIGNATURE)
                 for batch in batches:
                     if batch.num_rows == 0:
                         continue
-                    copy.set_types([copy_type(pg_type(f)) for f in batch.schema])
-                    for row in copy_rows(batch):
-                        copy.write_row(row)
+                    copy.write(copy_binary.encode_rows(batch, [pg_type(f) for f in batch.schema]))
                     rows += batch.num_rows
+                copy.write(copy_binary.TRAILER)
         yield pa.record_batch({"rows": pa.array([rows], pa.int64())})
 
     def run(df: Any, batch_id: int) -> None:
@@ -143,35 +183,90 @@ def bare_copy(url: str, table: str) -> Callable[[Any, int], None]:
     return run
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--batches", type=int, default=5)
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--jdbc-jar", default=None, help="the PostgreSQL JDBC driver jar")
-    parser.add_argument("--workdir", default=None)
-    args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    with postgres_server_running() as server:
-        measure(args, server)
+def arrow_only() -> Callable[[Any, int], None]:
+    """foreachBatch: every task takes its Arrow batches in Python and writes nothing: the floor
+    of any path that writes from Python workers (Spark's read and its Arrow transfer)."""
+
+    def count_partition(batches):  # runs on the executors
+        rows = sum(batch.num_rows for batch in batches)
+        yield pa.record_batch({"rows": pa.array([rows], pa.int64())})
+
+    def run(df: Any, batch_id: int) -> None:
+        df.mapInArrow(count_partition, "rows long").collect()
+
+    return run
 
 
-def measure(args: argparse.Namespace, server: Any) -> None:
+@attrs.define
+class Results:
+    """What one benchmark run measured."""
+
+    batches: int
+    rows: int
+    cores: int
+    seconds: dict[str, list[float]] = attrs.Factory(dict)  # path -> per measured round
+    loads: dict[str, list[float]] = attrs.Factory(dict)  # path -> 1-min load after each round
+    driver_ms: list[float] = attrs.Factory(list)  # eosink foreachBatch: per batch
+    commit_ms: list[float] = attrs.Factory(list)
+    note: str = ""  # why a path is missing
+
+    @property
+    def total(self) -> int:
+        return self.batches * self.rows
+
+    def best(self, name: str) -> float:
+        return min(self.seconds[name])
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.seconds[name])
+
+    def ratio(self, name: str, anchor: str, of: Callable[[str], float]) -> float | None:
+        """How many times faster ``name`` ran than ``anchor`` (by ``of``: best or median)."""
+        if anchor not in self.seconds or name not in self.seconds:
+            return None
+        return of(anchor) / of(name)
+
+    def overhead_ms(self) -> float | None:
+        """The whole query's time per batch beyond the bare COPY loop's (medians)."""
+        if EOSINK_FB not in self.seconds:
+            return None
+        return (self.median(EOSINK_FB) - self.median(BARE_COPY)) / self.batches * 1000
+
+
+def measure(
+    server: Any,
+    work: str,
+    batches: int,
+    rows: int,
+    repeat: int = 3,
+    cores: int = 2,
+    jar: str | None = None,
+    warm: bool = True,
+    step: Callable[[str], None] = lambda what: None,
+) -> Results:
+    """Warm every path once (unless ``warm`` is False), then ``repeat`` interleaved rounds.
+
+    ``jar``: the JDBC driver jar (None: the JDBC path is left out, ``Results.note`` says why).
+    ``step`` is told what runs next."""
     import psycopg
 
-    work = args.workdir or tempfile.mkdtemp(prefix="eosink-postgres-bench-")
     source = os.path.join(work, "source")
     if not os.path.exists(source):
-        make_source(source, args.batches, args.rows)
-    warm = os.path.join(work, "warm-source")
-    if not os.path.exists(warm):
-        make_source(warm, 1, 20_000)
-    jar = args.jdbc_jar or find_jdbc_jar()
-    spark = local_spark(cores=args.cores, **({"spark.jars": jar} if jar else {}))
+        make_source(source, batches, rows)
+    warm_source = os.path.join(work, "warm-source")
+    if not os.path.exists(warm_source):
+        make_source(warm_source, 1, 20_000)
+    spark = local_spark(
+        cores=cores,
+        **{
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+            "spark.ui.showConsoleProgress": "false",
+        },
+        **({"spark.jars": jar} if jar else {}),
+    )
     eosink.register_data_sources(spark)
     url = server.url()
-    total = args.batches * args.rows
-    reading = [warm]
+    reading = [warm_source]
 
     def stream() -> Any:
         return (
@@ -182,21 +277,21 @@ def measure(args: argparse.Namespace, server: Any) -> None:
         )
 
     def fresh(name: str) -> tuple[str, str]:
-        table = "public." + name.replace("-", "_")
+        table = "public." + TABLES[name]
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute(
                 f"CREATE TABLE {table} (id bigint, name text, amount double precision, "
                 "day date, ts timestamptz)"
             )
-        checkpoint = os.path.join(work, name + "-ckpt")
+        checkpoint = os.path.join(work, TABLES[name] + "-ckpt")
         shutil.rmtree(checkpoint, ignore_errors=True)
         return table, checkpoint
 
     timer = DriverTimer()
 
     def eosink_source() -> Any:
-        table, ckpt = fresh("eosink_ds")
+        table, ckpt = fresh(EOSINK_DS)
         return (
             stream()
             .format("eosink-postgres")
@@ -208,13 +303,13 @@ def measure(args: argparse.Namespace, server: Any) -> None:
         )
 
     def eosink_foreach() -> Any:
-        table, ckpt = fresh("eosink_fb")
+        table, ckpt = fresh(EOSINK_FB)
         sink = eosink.sink("postgres", url=url, table=table)
         writer = eosink.foreach_batch(sink, writer_id="bench", plugins=[timer])
         return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
 
     def jdbc_foreach() -> Any:
-        table, ckpt = fresh("spark_jdbc")
+        table, ckpt = fresh(JDBC)
         jdbc = f"jdbc:postgresql://{server.host}:{server.port}/postgres"
         props = {
             "user": server.user,
@@ -228,54 +323,134 @@ def measure(args: argparse.Namespace, server: Any) -> None:
         return stream().foreachBatch(write).option("checkpointLocation", ckpt).start()
 
     def copy_foreach() -> Any:
-        table, ckpt = fresh("bare_copy")
+        table, ckpt = fresh(BARE_COPY)
         return (
             stream().foreachBatch(bare_copy(url, table)).option("checkpointLocation", ckpt).start()
         )
 
-    runs: dict[str, Callable[[], Any]] = {
-        "eosink-postgres (data source)": eosink_source,
-        "eosink-postgres (foreachBatch)": eosink_foreach,
-        "bare COPY loop (foreachBatch)": copy_foreach,
-    }
-    if jar:
-        runs["Spark JDBC (foreachBatch)"] = jdbc_foreach
-    else:
-        print("no PostgreSQL JDBC driver jar (give --jdbc-jar): the Spark JDBC row is left out")
-    for start in runs.values():  # warm-up: JVM, Python workers, connections
-        timed(start)
-    reading[0] = source
-    timer.per_batch.clear()
-    timer.commits.clear()
-    seconds = {name: timed(start) for name, start in runs.items()}
-    tables = {
-        "eosink-postgres (data source)": "eosink_ds",
-        "eosink-postgres (foreachBatch)": "eosink_fb",
-        "bare COPY loop (foreachBatch)": "bare_copy",
-        "Spark JDBC (foreachBatch)": "spark_jdbc",
-    }
-    with psycopg.connect(url, autocommit=True) as conn:
-        for name in seconds:
-            (held,) = conn.execute(f"SELECT count(*) FROM {tables[name]}").fetchone()
-            assert held == total, f"{name}: {held} rows, expected {total}"
+    def arrow_foreach() -> Any:
+        checkpoint = os.path.join(work, "arrow-only-ckpt")
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        return stream().foreachBatch(arrow_only()).option("checkpointLocation", checkpoint).start()
 
-    jdbc = seconds.get("Spark JDBC (foreachBatch)")
-    copy = seconds["bare COPY loop (foreachBatch)"]
-    print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
-    print(f"{'run':32} {'seconds':>8} {'rows/s':>12} {'vs JDBC':>8} {'vs COPY':>8}")
-    for name, s in seconds.items():
-        vs_jdbc = f"{jdbc / s:7.2f}x" if jdbc else ""
-        print(f"{name:32} {s:8.1f} {total / s:12,.0f} {vs_jdbc:>8} {copy / s:7.2f}x")
-    if timer.per_batch:
-        print(
-            f"\nexactly-once driver time per batch (is_committed + init + commit), median "
-            f"{statistics.median(timer.per_batch) * 1000:.1f} ms; commit alone "
-            f"{statistics.median(timer.commits) * 1000:.1f} ms; over {len(timer.per_batch)} "
-            "batches (foreachBatch)"
+    runs: dict[str, Callable[[], Any]] = {
+        EOSINK_DS: eosink_source,
+        EOSINK_FB: eosink_foreach,
+        BARE_COPY: copy_foreach,
+        ARROW_ONLY: arrow_foreach,
+    }
+    results = Results(batches, rows, cores)
+    if jar:
+        runs[JDBC] = jdbc_foreach
+    else:
+        results.note = missing_jar_note()
+    try:
+        for name, start in runs.items() if warm else ():  # JVM, Python workers, connections
+            step(f"warm-up: {name}")
+            timed(start)
+        reading[0] = source
+        timer.per_batch.clear()
+        timer.commits.clear()
+        for round_ in range(repeat):
+            for name, start in runs.items():
+                step(f"run {round_ + 1}/{repeat}: {name}")
+                results.seconds.setdefault(name, []).append(timed(start))
+                results.loads.setdefault(name, []).append(os.getloadavg()[0])
+                if name in TABLES:
+                    check_rows(url, name, results.total)
+    finally:
+        spark.stop()
+    results.driver_ms = [s * 1000 for s in timer.per_batch]
+    results.commit_ms = [s * 1000 for s in timer.commits]
+    return results
+
+
+def check_rows(url: str, name: str, expected: int) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        (held,) = conn.execute(f"SELECT count(*) FROM public.{TABLES[name]}").fetchone()
+    if held != expected:
+        raise AssertionError(f"{name}: {held} rows in the table, expected {expected}")
+
+
+def table_lines(results: Results) -> list[str]:
+    """The results as a Markdown table and the overhead lines."""
+    r = results
+    lines = [
+        f"{r.batches} micro-batches x {r.rows:,} rows x 5 columns, local[{r.cores}], "
+        f"{len(next(iter(r.seconds.values()), []))} interleaved rounds after a warm-up",
+        "",
+        "| run | best s | median s | rows/s (best) | vs Spark JDBC (best, median) "
+        "| vs bare COPY (best, median) | load (1 min) per round |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in r.seconds:
+        jdbc = [r.ratio(name, JDBC, of) for of in (r.best, r.median)]
+        copy = [r.ratio(name, BARE_COPY, of) for of in (r.best, r.median)]
+        loads = ", ".join(f"{x:.1f}" for x in r.loads[name])
+        lines.append(
+            f"| {name} | {r.best(name):.1f} | {r.median(name):.1f} | {r.total / r.best(name):,.0f} "
+            f"| {_ratios(jdbc)} | {_ratios(copy)} | {loads} |"
         )
-    spark.stop()
-    if not args.workdir:
-        shutil.rmtree(work, ignore_errors=True)
+    if r.note:
+        lines += ["", r.note]
+    if r.driver_ms:
+        lines += [
+            "",
+            f"exactly-once driver time per batch (is_committed + init + commit, foreachBatch): "
+            f"median {statistics.median(r.driver_ms):.1f} ms, of which the commit (the move "
+            f"staging -> target) {statistics.median(r.commit_ms):.1f} ms, over "
+            f"{len(r.driver_ms)} batches of {r.rows:,} rows",
+        ]
+    overhead = r.overhead_ms()
+    if overhead is not None:
+        lines.append(
+            f"whole query per batch beyond the bare COPY loop (medians): {overhead:.1f} ms"
+        )
+    return lines
+
+
+def _ratios(pair: list[float | None]) -> str:
+    return "" if pair[0] is None else f"{pair[0]:.2f}x, {pair[1]:.2f}x"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--jdbc-jar", default=None, help="the PostgreSQL JDBC driver jar")
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--no-warm", action="store_true", help="leave the warm-up runs out")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    args = parser.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    jar = find_jdbc_jar(args.jdbc_jar)
+    work = args.workdir or tempfile.mkdtemp(prefix="eosink-postgres-bench-")
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    try:
+        with postgres_server_running() as server:
+            results = measure(
+                server,
+                work,
+                args.batches,
+                args.rows,
+                args.repeat,
+                args.cores,
+                jar,
+                warm=not args.no_warm,
+                step=lambda what: print(what, file=sys.stderr, flush=True),
+            )
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(attrs.asdict(results), f)
+    print("\n" + "\n".join(table_lines(results)))
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

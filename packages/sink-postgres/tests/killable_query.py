@@ -1,6 +1,9 @@
 """A streaming query into the postgres sink, run as its own process so a test can kill it (-9).
 
-Usage: python killable_query.py <work folder> <foreach_batch|data_source> <database url>.
+Usage: EOSINK_TEST_POSTGRES_URL=<database url> python killable_query.py <work folder>
+<foreach_batch|data_source>. The URL (it holds the password) comes through the environment,
+not the command line, which every user of the machine can read.
+
 The task holding SLOW_ID stalls while ``<work>/armed`` exists, after touching
 ``<work>/reached``: the other task of that batch has staged its rows by then, so a kill lands
 mid-batch.
@@ -14,6 +17,7 @@ import time
 
 SLOW_ID = 2_150
 TABLE = "public.orders"
+URL_VARIABLE = "EOSINK_TEST_POSTGRES_URL"
 
 
 def stall_once(work: str):
@@ -59,4 +63,4 @@ def main(work: str, door: str, url: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3])
+    main(sys.argv[1], sys.argv[2], os.environ[URL_VARIABLE])

@@ -43,8 +43,9 @@ def started():
 
 def start(work, door, url, started):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env[killable_query.URL_VARIABLE] = url  # the password stays off the command line
     proc = subprocess.Popen(
-        [sys.executable, "-m", killable_query.__name__, str(work), door, url],
+        [sys.executable, "-m", killable_query.__name__, str(work), door],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=open(os.path.join(work, f"query-{time.monotonic_ns()}.log"), "w"),

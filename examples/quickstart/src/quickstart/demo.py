@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "remove the killed attempts' files: "
-        f"python -m eosink_files.cleanup {workdir}/output --delete"
+        f"eosink cleanup files {workdir}/output --older-than 0s --delete"
     )
     print(f"took {time.monotonic() - started:.0f} s")
     ok = back["duplicates"] == 0 and back["lost"] == 0 and back["rows_read"] == rows_in

@@ -3,7 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from eosink_delta.cleanup import CleanupReport, cleanup, vacuum
-from eosink_delta.spark_files import remove_stale_staging
+from eosink_delta.spark_file_writer import remove_stale_staging
 
 try:
     __version__ = version("eosink-delta") or "0+unknown"

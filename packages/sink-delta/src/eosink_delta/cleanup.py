@@ -12,20 +12,21 @@ driver killed mid-write. ``cleanup`` removes both once they are older than ``old
 A live batch's files are not in the log yet either: set the threshold above your longest batch.
 ``vacuum`` is the same under Delta's name and unit (hours).
 
-    python -m eosink_delta.cleanup /data/orders --older-than-hours 24            # dry run
-    python -m eosink_delta.cleanup /data/orders --older-than-hours 24 --delete
+From the command line, through the sink's operator hooks
+(:class:`eosink_delta.operator_hooks.DeltaOperatorHooks`)::
+
+    eosink cleanup delta /data/orders --older-than 24h            # dry run
+    eosink cleanup delta /data/orders --older-than 24h --delete
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from typing import Any
 
 from eosink.logs import get_logger
 from eosink.reports import CleanupReport, Leftover
-from eosink_delta.spark_files import remove_stale_staging
+from eosink_delta.spark_file_writer import remove_stale_staging
 from eosink_delta.store import delta_options, is_local
 
 log = get_logger("eosink.delta")
@@ -92,30 +93,3 @@ def vacuum(
         dry_run=dry_run,
         storage_options=storage_options,
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m eosink_delta.cleanup",
-        description="Delete data files and staging folders of failed attempts in a Delta table.",
-    )
-    parser.add_argument("path", help="the table's folder")
-    parser.add_argument(
-        "--older-than-hours",
-        type=float,
-        default=DEFAULT_OLDER_THAN_S / 3600,
-        help="keep files younger than this; set above your longest batch (default 24)",
-    )
-    parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
-    args = parser.parse_args(argv)
-    report = cleanup(args.path, older_than_s=args.older_than_hours * 3600, dry_run=not args.delete)
-    for relpath in report.paths(ORPHAN):
-        print(("deleted  " if report.deleted else "orphan   ") + relpath)
-    for folder in report.paths(STAGING):
-        print(("deleted  " if report.deleted else "staging  ") + folder)
-    print(report.summary())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

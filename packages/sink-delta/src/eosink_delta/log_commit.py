@@ -26,7 +26,7 @@ from eosink.plugin import AlreadyCommitted, BatchContext, Proof
 from eosink.logs import get_logger
 from eosink_delta.log_view import LogView, TableLog, commit_path
 from eosink_delta.store import delta_options
-from eosink_delta.table import ATTEMPT_KEY, PROOF_KEY
+from eosink_delta.proof import ATTEMPT_KEY, PROOF_KEY
 
 log = get_logger("eosink.delta")
 
@@ -57,7 +57,7 @@ def actions(
     }
     out: list[dict[str, Any]] = [
         {"commitInfo": info},
-        # No lastUpdated: Delta's txn retention expires txns by it (see eosink_delta.table).
+        # No lastUpdated: Delta's txn retention expires txns by it (see eosink_delta.proof).
         {"txn": {"appId": ctx.writer_id, "version": ctx.batch_id}},
     ]
     for f in files:

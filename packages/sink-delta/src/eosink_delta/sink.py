@@ -5,7 +5,7 @@
 * ``write`` (executors) writes Parquet files straight into the table folder under names unique
   to the attempt; readers do not see them: they are not in the Delta log. Where the batch is a
   DataFrame, ``write_dataframe`` lets Spark's own Parquet writer write them instead
-  (:mod:`eosink_delta.spark_files`).
+  (:mod:`eosink_delta.spark_file_writer`).
 * ``commit`` (driver), in append mode, checks the batch against eosink's own view of the log
   (:mod:`eosink_delta.log_view`), refuses if this writer's txn already covers the batch
   (``AlreadyCommitted``), then commits the files' add actions, the ``txn(appId=writer id,
@@ -35,8 +35,8 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink.logs import get_logger
-from eosink.plugin import (
+import eosink
+from eosink import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
@@ -47,31 +47,28 @@ from eosink.plugin import (
     crash_point,
     hookimpl,
 )
-from eosink_delta import log_commit, spark_files
-from eosink_delta.cli import DeltaCommands
+from eosink.logs import get_logger
+from eosink_delta import log_commit, spark_file_writer
+from eosink_delta.complete_mode import check_files_exist, commit_complete
+from eosink_delta.log_view import LogView, viewed
+from eosink_delta.operator_hooks import DeltaOperatorHooks
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaMessage, PartitionWriter
+from eosink_delta.proof import ATTEMPT_KEY, stored_proof
 from eosink_delta.schema import (
     WritePlan,
     check_schema,
-    delta_fields,
     delta_schema_of,
     fields_of,
     normalize_schema,
 )
-from eosink_delta.log_view import LogView, viewed
 from eosink_delta.snapshot import latest
-from eosink_delta.store import check_store, delta_options, existence, filesystem, path_in
+from eosink_delta.store import check_store, delta_options, filesystem, path_in
 from eosink_delta.table import (
-    ATTEMPT_KEY,
-    PROOF_KEY,
     check_not_other_data,
     check_partitions,
     check_table_features,
     is_delta_table,
-    last_version,
-    post_commit_hooks,
-    stored_proof,
     unsupported_partition_type,
 )
 from eosink_delta.writer_features import check_blind_append
@@ -90,7 +87,7 @@ class DeltaState:
     table_schema: str  # the table's Delta schema (JSON) the plan was checked against
 
 
-class DeltaSink(DeltaCommands, Sink):
+class DeltaSink(DeltaOperatorHooks, eosink.Sink):
     """Exactly-once into a Delta table: files + ``txn`` + proof in one Delta commit."""
 
     name = "delta"
@@ -126,8 +123,9 @@ class DeltaSink(DeltaCommands, Sink):
         if self.options.engine == "delta-spark":
             raise ConfigurationError(
                 "sink 'delta': engine 'delta-spark' writes through Spark's Delta writer, which "
-                "the eosink front doors do not drive; use eosink_delta.foreach_batch(...) or "
-                "eosink_delta.write_batch(...) for it, or engine='delta-rs' here"
+                "the eosink front doors do not drive; use eosink_delta.delta_spark.foreach_batch("
+                "...) or eosink_delta.delta_spark.write_batch(...) for it, or engine='delta-rs' "
+                "here"
             )
         self._check_store()
         stream = normalize_schema(schema)
@@ -254,7 +252,7 @@ class DeltaSink(DeltaCommands, Sink):
         if ctx.mode != "complete":
             self._append(ctx, state, files, proof)
         else:
-            self._replace(ctx, state, files, proof)
+            commit_complete(self.uri, self.storage, ctx, state, files, proof)
         crash_point("commit:committed")
         log.debug(
             "delta.committed",
@@ -280,7 +278,7 @@ class DeltaSink(DeltaCommands, Sink):
             if last is not None and last >= ctx.batch_id:
                 raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
             self._check_view_compatible(ctx, view, state)
-            self._check_files_exist(ctx, files)
+            check_files_exist(self.uri, self.storage, ctx, files)
             crash_point("commit:checked")
             commit = log_commit.actions(ctx, files, proof, state.attempt, view.version)
             version = log_commit.publish(
@@ -311,114 +309,6 @@ class DeltaSink(DeltaCommands, Sink):
                 merge_schema=False,
             )
 
-    def _replace(
-        self, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof
-    ) -> None:
-        """``complete`` mode: delta-rs removes every current file and adds the batch's in one
-        commit (it needs the table's file list, which a blind append does not)."""
-        from deltalake.exceptions import CommitFailedError, DeltaError
-
-        # Fresh; not probed again if this process's is_committed of this batch did it: delta-rs
-        # checks our commit against every commit after the snapshot (another attempt of this
-        # writer is a conflict, read as "already committed" below).
-        with latest(self.uri, self.storage, reuse=(ctx.writer_id, ctx.batch_id)) as table:
-            try:
-                self._commit_on(table, ctx, state, files, proof)
-            except CommitFailedError as exc:
-                self._lost(ctx, exc)
-            except DeltaError as exc:
-                if self._log_holds(table):
-                    raise
-                # delta-rs checks our commit against the commits after the snapshot, but a
-                # checkpoint and log cleanup removed the snapshot's own commit meanwhile (a
-                # driver that stalled, a short delta.logRetentionDuration): it cannot, and fails
-                # whatever happened since. Decide again on the table brought up to date.
-                log.info("delta.snapshot_outdated", table=self.uri, reason=str(exc))
-                with latest(self.uri, self.storage) as fresh:
-                    try:
-                        self._commit_on(fresh, ctx, state, files, proof)
-                    except CommitFailedError as lost:
-                        self._lost(ctx, lost)
-
-    def _commit_on(
-        self, table: Any, ctx: BatchContext, state: DeltaState, files: list[Any], proof: Proof
-    ) -> None:
-        """Check the batch against the snapshot ``table``, then commit it on that snapshot:
-        the files' add actions, the txn and the proof in one Delta commit."""
-        from deltalake.transaction import AddAction, CommitProperties, Transaction
-
-        if table is None:
-            raise SinkError(
-                f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the batch "
-                "is not committed and will be written again when the query restarts"
-            )
-        last = last_version(table, ctx.writer_id)
-        if last is not None and last >= ctx.batch_id:
-            raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
-        self._check_still_compatible(table, state)
-        self._check_files_exist(ctx, files)
-        crash_point("commit:checked")
-        actions = [
-            AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
-            for f in files
-        ]
-        properties = CommitProperties(
-            # No last_updated: Delta's txn retention expires txns by it, so without it this
-            # writer's evidence never expires (see eosink_delta.table).
-            app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
-            custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
-        )
-        table.create_write_transaction(
-            actions,
-            "overwrite" if ctx.mode == "complete" else "append",
-            table.schema(),
-            partition_by=list(state.partition_by),
-            commit_properties=properties,
-            post_commithook_properties=post_commit_hooks(table),
-        )
-
-    def _log_holds(self, table: Any) -> bool:
-        """Whether the table's log still holds the commit of ``table``'s version."""
-        return existence(self.uri, self.storage)([f"_delta_log/{table.version():020d}.json"])[0]
-
-    def _lost(self, ctx: BatchContext, exc: Exception) -> None:
-        """Our commit lost a race: to another attempt of this batch, or to another writer."""
-        with latest(self.uri, self.storage) as fresh:
-            now = last_version(fresh, ctx.writer_id) if fresh is not None else None
-        if now is not None and now >= ctx.batch_id:
-            raise AlreadyCommitted(
-                f"{ctx.label}: a concurrent commit of this writer won ({exc})"
-            ) from None
-        raise SinkError(
-            f"{ctx.label}: the Delta commit failed on a conflict with another writer "
-            f"({exc}); nothing of this batch is in the table. Restart the query (or rerun "
-            "the job with the same version): the batch is written again."
-        ) from exc
-
-    def _check_still_compatible(self, table: Any, state: DeltaState) -> None:
-        current = delta_fields(table.schema())
-        if current == fields_of(state.table_schema):
-            return
-        check_schema(
-            current,
-            state.plan.data_schema,
-            where=self.uri,
-            merge_schema=False,
-        )
-
-    def _check_files_exist(self, ctx: BatchContext, files: list[Any]) -> None:
-        if not files:
-            return
-        found = existence(self.uri, self.storage)([f.path for f in files])
-        missing = [f.path for f, there in zip(files, found) if not there]
-        if missing:
-            raise SinkError(
-                f"{ctx.label}: {len(missing)} file(s) the executors wrote are gone (e.g. "
-                f"{missing[0]}), likely removed by a VACUUM with a short retention while the batch "
-                "ran; nothing was committed. Restart the query to rewrite the batch, and keep "
-                "VACUUM's retention above the longest batch duration (the default 7 days is safe)."
-            )
-
     @hookimpl
     def abort(
         self, ctx: BatchContext, state: DeltaState | None, messages: list[DeltaMessage | None]
@@ -443,10 +333,10 @@ class DeltaSink(DeltaCommands, Sink):
                 pass  # an orphan; VACUUM removes it
 
     @hookimpl
-    def write_dataframe(self, state: DeltaState, df: Any) -> Staged | None:
-        if not spark_files.chooses_spark(self.options, self.uri, df, state.partition_by):
+    def write_dataframe(self, state: DeltaState, df: Any) -> eosink.Staged | None:
+        if not spark_file_writer.chooses_spark(self.options, self.uri, df, state.partition_by):
             return None
-        message = spark_files.stage(
+        message = spark_file_writer.stage(
             self.uri, self.options, df, state.attempt, state.plan, state.partition_by
         )
         return Staged(message, message.rows)

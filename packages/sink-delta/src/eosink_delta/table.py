@@ -1,23 +1,13 @@
-"""What both engines share: the table handle, the batch identity, the skip rule's evidence.
+"""The table as both engines check it: is it a Delta table, may eosink write it (features,
+partitioning), and the partition values of its files.
 
-The evidence that batch ``b`` of writer ``w`` is in the table is a Delta app transaction
-``txn(appId=w, version=b)`` committed with the batch's files. Delta keeps only the latest
-version per app id in the table's state, so "committed" means ``transaction_version(w) >= b``
-on a fresh snapshot, and nothing else. The rest of eosink's proof (query id, checkpoint, rows,
-fingerprint) does not fit in a ``txn``; it goes into the ``commitInfo`` of the same commit and
-is read back from the table's history, for the details only.
-
-Txn retention: Delta expires an app transaction (``delta.setTransactionRetentionDuration``)
-by its ``lastUpdated`` time. eosink's delta-rs engine writes its ``txn`` without
-``lastUpdated``, so no retention setting can expire it. Delta's own Spark writer sets
-``lastUpdated``: that engine refuses tables that set a retention.
-"""
+The proof of a batch (the ``txn`` and the ``commitInfo`` proof) is in
+:mod:`eosink_delta.proof`."""
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 import posixpath
 from collections.abc import Mapping
 from typing import Any
@@ -26,46 +16,19 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from eosink.logs import get_logger
-from eosink.plugin import BatchContext, ConfigurationError, EosinkError, Proof
+from eosink import ConfigurationError
 from eosink.partitions import java_number_text
 from eosink_delta.store import PROBE_DIR, delta_options, filesystem
 
 log = get_logger("eosink.delta")
 
-#: commitInfo keys eosink writes next to the txn.
-PROOF_KEY = "eosink.proof"
-ATTEMPT_KEY = "eosink.attempt"
 TXN_RETENTION = "delta.setTransactionRetentionDuration"
-#: History entries read per step when looking for a proof's details.
-HISTORY_STEP = 200
-
-
-class ForeignTransactionError(EosinkError):
-    """The table holds this writer id's txn, but not written by eosink."""
 
 
 def is_delta_table(uri: str, storage_options: dict[str, Any] | None = None) -> bool:
     from deltalake import DeltaTable
 
     return DeltaTable.is_deltatable(uri, storage_options=delta_options(storage_options or {}))
-
-
-#: The attribute of a table handle that remembers txn versions: (version, writer) -> txn.
-#: delta-rs 1.6 answers ``transaction_version`` by reading every commit file since the last
-#: checkpoint (one request each on an object store); a snapshot's answer never changes.
-TXNS_SEEN = "_eosink_txns"
-
-
-def last_version(table: Any, writer_id: str) -> int | None:
-    """The latest batch (txn version) of ``writer_id`` in ``table``'s snapshot."""
-    key = (table.version(), writer_id)
-    known = getattr(table, TXNS_SEEN, None)
-    if known is None or key not in known:
-        if known is None or any(v != key[0] for v, _ in known):
-            known = {}  # older versions of this handle are never asked again
-            setattr(table, TXNS_SEEN, known)
-        known[key] = table.transaction_version(writer_id)
-    return known[key]
 
 
 def post_commit_hooks(table: Any) -> Any:
@@ -84,87 +47,6 @@ def post_commit_hooks(table: Any) -> Any:
     enabled = str(config.get("delta.enableExpiredLogCleanup", "true")).lower() == "true"
     due = (table.version() + 2) % interval == 0  # the checkpoint delta-rs writes after ours
     return PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=enabled and due)
-
-
-def proof_of_commit(commit_info: Mapping[str, Any]) -> Proof | None:
-    """The eosink proof stored in a commitInfo (delta-rs engine: a key; Spark: userMetadata)."""
-    text = commit_info.get(PROOF_KEY)
-    if text is None:
-        meta = commit_info.get("userMetadata")
-        if isinstance(meta, str) and PROOF_KEY in meta:
-            try:
-                text = json.loads(meta).get(PROOF_KEY)
-            except ValueError:
-                text = None
-    if text is None:
-        return None
-    try:
-        return Proof.from_json(text) if isinstance(text, str) else Proof.from_dict(text)
-    except (ValueError, TypeError):
-        return None
-
-
-def find_proof(table: Any, writer_id: str, batch_id: int, last: int) -> tuple[Proof | None, bool]:
-    """The stored proof of ``batch_id`` (if kept) else of ``last``, from the commit history.
-
-    Reads the history newest first, in steps, and stops at the first proof of this writer at or
-    below ``batch_id``: versions only grow per writer, so nothing older can match. Also says
-    whether the history it read is complete (reaches the table's first commit): log retention
-    removes old commit files, and with them the proofs, while the txn lives on in checkpoints.
-    """
-    latest: Proof | None = None
-    seen, limit = 0, HISTORY_STEP
-    while True:
-        history = table.history(limit)
-        for commit in history[seen:]:
-            proof = proof_of_commit(commit)
-            if proof is None or proof.writer_id != writer_id:
-                continue
-            if latest is None and proof.batch_id == last:
-                latest = proof
-            if proof.batch_id == batch_id:
-                return proof, True
-            if proof.batch_id < batch_id:
-                return latest, True
-        if len(history) < limit:
-            return latest, not history or history[-1].get("version") == 0
-        seen, limit = len(history), limit * 2
-
-
-def committed_proof(uri: str, ctx: BatchContext, table: Any) -> Proof | None:
-    """``is_committed`` of both engines: a fresh snapshot's txn decides, the history details it."""
-    last = last_version(table, ctx.writer_id)
-    if last is None or last < ctx.batch_id:
-        return None
-    return stored_proof(uri, ctx, last, table)
-
-
-def stored_proof(uri: str, ctx: BatchContext, last: int, table: Any) -> Proof:
-    """The proof of a batch the writer's txn (at ``last``) covers, with the details the
-    history of ``table`` (a delta-rs snapshot) still holds."""
-    proof, complete = find_proof(table, ctx.writer_id, ctx.batch_id, last)
-    if proof is not None:
-        return proof
-    if ctx.kind == "stream" and complete:
-        raise ForeignTransactionError(
-            f"{ctx.label}: the Delta table at {uri} already records app id {ctx.writer_id!r} at "
-            f"version {last}, but not from eosink (e.g. a Spark job with txnAppId="
-            f"{ctx.writer_id!r}), so this stream would skip every batch up to {last}. To "
-            "proceed: give this query a writer id no other job uses (its rows are then added to "
-            "what the table holds); or write to a new table."
-        )
-    log.info(
-        "delta.proof_without_details",
-        writer=ctx.writer_id,
-        batch=ctx.batch_id,
-        last=last,
-        reason=(
-            "the txn's commit carries no eosink proof (a batch job of another tool)"
-            if complete
-            else "log retention removed the commits that carried the proof; the txn decides"
-        ),
-    )
-    return Proof(writer_id=ctx.writer_id, batch_id=last)
 
 
 def check_not_other_data(uri: str, storage_options: dict[str, Any] | None = None) -> None:
@@ -260,7 +142,7 @@ def partition_value(value: Any, type_: pa.DataType) -> str | None:
 
     The protocol reads an empty string as null, so ``""`` (and Hive's null folder name, which
     Delta's writers take for null) is written as null: those rows are one partition, as Spark's
-    file writer (:mod:`eosink_delta.spark_files`) writes them. Numbers print as the JVM prints
+    file writer (:mod:`eosink_delta.spark_file_writer`) writes them. Numbers print as the JVM prints
     them (``1.0E20``, ``NaN``, ``Infinity``, ``-0.0``): Delta's Spark reader parses them with
     Java, delta-rs with Rust's float parser, which takes these too (but Java rejects
     Python's ``inf``). Decimals in plain digits at the column's scale, dates ``yyyy-MM-dd``,

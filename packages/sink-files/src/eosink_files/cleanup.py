@@ -11,20 +11,20 @@ reader but taking space. ``cleanup`` deletes them, with three safety rules:
 * the folder is listed *before* the log is read, so a file committed meanwhile is seen as
   committed.
 
-Staging folders the ``spark`` engine left behind (``_eosink_staging/<attempt>``, after a crash
+Staging folders the ``spark`` file writer left behind (``_eosink_staging/<attempt>``, after a crash
 of the driver mid-write) are removed whole once every file in them is old enough.
 
-Run it from Python (``eosink_files.cleanup(path, dry_run=False)``) or the command line::
+Run it from Python (``eosink_files.cleanup(path, dry_run=False)``) or the ``eosink`` command
+(through :meth:`eosink_files.operator_hooks.FilesOperatorHooks.cleanup_target`)::
 
-    python -m eosink_files.cleanup /data/orders --older-than-hours 24          # dry run
-    python -m eosink_files.cleanup /data/orders --older-than-hours 24 --delete
+    eosink cleanup files /data/orders --older-than 24h            # dry run
+    eosink cleanup files /data/orders --older-than 24h --delete
+    eosink cleanup files /data/orders -o compactInterval=5      # any sink option, e.g. this
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import sys
 from typing import Any
 
 from eosink.logs import get_logger
@@ -32,7 +32,7 @@ from eosink.plugin import clock
 from eosink.reports import CleanupReport, Leftover
 from eosink_files.log import LOG_DIR
 from eosink_files.reader import _store, read_log
-from eosink_files.spark_engine import STAGING_DIR
+from eosink_files.spark_file_writer import STAGING_DIR
 
 log = get_logger("eosink.files")
 
@@ -106,36 +106,3 @@ def cleanup(
         dry_run=dry_run,
     )
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m eosink_files.cleanup",
-        description="Delete part files of failed attempts that the folder's log does not list.",
-    )
-    parser.add_argument("path", help="the sink folder (local path or fsspec URL)")
-    parser.add_argument(
-        "--older-than-hours",
-        type=float,
-        default=DEFAULT_OLDER_THAN_S / 3600,
-        help="keep unlisted files younger than this; set above your longest batch (default 24)",
-    )
-    parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
-    parser.add_argument("--compact-interval", type=int, default=10)
-    args = parser.parse_args(argv)
-    report = cleanup(
-        args.path,
-        older_than_s=args.older_than_hours * 3600,
-        dry_run=not args.delete,
-        compact_interval=args.compact_interval,
-    )
-    for relpath in report.paths(ORPHAN):
-        print(("deleted  " if report.deleted else "orphan   ") + relpath)
-    for relpath in report.paths(FOREIGN):
-        print("foreign  " + relpath)
-    print(report.summary())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

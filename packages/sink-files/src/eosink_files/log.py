@@ -37,22 +37,18 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
-from eosink.plugin import Proof, SinkError
+from eosink import SinkError
+from eosink_files.proof import PROOF_PREFIX, ProofEntry
 
 LOG_DIR = "_spark_metadata"
 VERSION_LINE = "v1"
 COMPACT = ".compact"
 NAME_RE = re.compile(r"^(\d+)(\.compact)?$")
-PROOF_PREFIX = '{"eosink":'
-#: Proofs kept per writer in a compact (the latest one is the skip evidence; older ones let
-#: the core compare a replay's fingerprint with the exact batch's).
-KEEP_PROOFS = 10
 
 
 class ManifestError(SinkError):
@@ -130,30 +126,6 @@ def plan_is_valid(files: dict[int, bool], default: int) -> bool:
 
 
 # -- entries ---------------------------------------------------------------------------------
-def _eosink_line(meta: dict[str, Any], log_uri: str, mtime_ms: int) -> str:
-    """A line Spark's reader drops (a directory entry) carrying eosink's ``meta``."""
-    body = {
-        "path": log_uri,
-        "size": 0,
-        "isDir": True,
-        "modificationTime": mtime_ms,
-        "blockReplication": 0,
-        "blockSize": 0,
-        "action": "add",
-    }
-    return (
-        PROOF_PREFIX
-        + json.dumps(meta, separators=(",", ":"))
-        + ","
-        + json.dumps(body, separators=(",", ":"))[1:]
-    )
-
-
-def closing_line(log_id: int, log_uri: str) -> str:
-    """The last line of every log file with proofs: without it the file is torn."""
-    return _eosink_line({"end": log_id}, log_uri, now_ms())
-
-
 @attrs.frozen
 class FileEntry:
     """A data file as listed in the log."""
@@ -174,40 +146,6 @@ class FileEntry:
                 "action": "add",
             },
             separators=(",", ":"),
-        )
-
-
-@attrs.frozen
-class ProofEntry:
-    """The proof of one commit, as stored in a proof line."""
-
-    proof: Proof
-    attempt: str
-    log_id: int
-    format: str
-    partition_by: tuple[str, ...]
-    mode: str
-
-    def to_line(self, log_uri: str) -> str:
-        meta = {
-            "proof": self.proof.to_dict(),
-            "attempt": self.attempt,
-            "logId": self.log_id,
-            "format": self.format,
-            "partitionBy": list(self.partition_by),
-            "mode": self.mode,
-        }
-        return _eosink_line(meta, log_uri, int(self.proof.committed_at * 1000))
-
-    @classmethod
-    def from_meta(cls, meta: dict[str, Any]) -> ProofEntry:
-        return cls(
-            proof=Proof.from_dict(meta["proof"]),
-            attempt=str(meta.get("attempt", "")),
-            log_id=int(meta.get("logId", -1)),
-            format=str(meta.get("format", "")),
-            partition_by=tuple(meta.get("partitionBy") or ()),
-            mode=str(meta.get("mode", "append")),
         )
 
 
@@ -385,19 +323,3 @@ def render(
     if tail:
         parts.append(tail.encode("utf-8"))
     return b"\n".join(parts)
-
-
-def latest_proofs(entries: Iterable[ProofEntry], keep: int = KEEP_PROOFS) -> list[ProofEntry]:
-    """The ``keep`` latest proofs of every writer (by batch id), the ones a compact carries."""
-    by_writer: dict[str, dict[int, ProofEntry]] = {}
-    for e in entries:
-        by_writer.setdefault(e.proof.writer_id, {})[e.proof.batch_id] = e
-    out = []
-    for writer in sorted(by_writer):
-        batches = by_writer[writer]
-        out.extend(batches[b] for b in sorted(batches)[-keep:])
-    return out
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

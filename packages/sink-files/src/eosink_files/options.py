@@ -11,7 +11,7 @@ from eosink.plugin import ConfigurationError
 from eosink.options import location, masked, names, storage_options
 
 FORMATS = ("parquet", "json", "csv")
-ENGINES = ("auto", "spark", "arrow")
+FILE_WRITERS = ("auto", "spark", "arrow")
 
 #: Codecs per format, as users spell them; Spark's reader handles each of these.
 COMPRESSIONS = {
@@ -62,6 +62,14 @@ def _scheme(value: object) -> str | None:
     return text or None
 
 
+def _optional_lower(value: object) -> str | None:
+    return None if value is None else _lower(value)
+
+
+#: Old option names, still accepted, and the option each one now is.
+ALIASES = {"engine": "file_writer"}
+
+
 def _compression(value: object) -> str | None:
     if value is None:
         return None
@@ -85,7 +93,8 @@ class FilesOptions:
     atomically-if-absent, on the promise that one query at a time writes the folder.
     ``log_cleanup_delay_s``: log entries made obsolete by a compaction are deleted after this
     delay (readers in flight may still need them); a negative value keeps them forever.
-    ``csv_header``: write a header line in CSV files. ``engine``: who writes the part files
+    ``csv_header``: write a header line in CSV files. ``file_writer`` (old name ``engine``,
+    still accepted; giving both with different values is an error): who writes the part files
     where the batch is a DataFrame (``foreachBatch``, ``write_batch``): ``spark`` (Spark's
     own file writer, the fastest; a local or shared path and classic Spark), ``arrow`` (this
     package's Arrow writers on the executors, any fsspec URL, ``target_file_size`` and
@@ -112,7 +121,7 @@ class FilesOptions:
     single_writer: bool = False
     log_cleanup_delay_s: float = 600.0
     csv_header: bool = True
-    engine: str = attrs.field(default="auto", converter=_lower)
+    file_writer: str | None = attrs.field(default=None, converter=_optional_lower)
     manifest_scheme: str | None = attrs.field(default=None, converter=_scheme)
     storage_options: dict[str, Any] = attrs.field(
         factory=dict,
@@ -120,8 +129,13 @@ class FilesOptions:
         repr=lambda value: repr(masked(value)),
         hash=False,
     )
+    #: The old name of ``file_writer`` (None once resolved, so ``attrs.evolve`` keeps working).
+    engine: str | None = attrs.field(
+        default=None, converter=_optional_lower, repr=False, eq=False, hash=False
+    )
 
     def __attrs_post_init__(self) -> None:
+        self._resolve_file_writer()
         if self.format not in FORMATS:
             raise ConfigurationError(
                 f"sink 'files': unknown format {self.format!r}; use one of {', '.join(FORMATS)} "
@@ -132,9 +146,10 @@ class FilesOptions:
                 f"sink 'files': compression {self.compression!r} is not available for "
                 f"{self.format}; use one of {', '.join(COMPRESSIONS[self.format])}"
             )
-        if self.engine not in ENGINES:
+        if self.file_writer not in FILE_WRITERS:
             raise ConfigurationError(
-                f"sink 'files': unknown engine {self.engine!r}; use one of {', '.join(ENGINES)}"
+                f"sink 'files': unknown file_writer {self.file_writer!r}; use one of "
+                f"{', '.join(FILE_WRITERS)}"
             )
         if self.manifest_scheme is not None and not re.fullmatch(
             r"[a-z][a-z0-9+.-]*", self.manifest_scheme
@@ -172,13 +187,24 @@ class FilesOptions:
                     "df.withColumnRenamed(old, 'day')"
                 )
 
+    def _resolve_file_writer(self) -> None:
+        """``engine`` is ``file_writer``'s old name: take it, unless both disagree."""
+        writer, alias = self.file_writer, self.engine
+        if alias is not None and writer is not None and alias != writer:
+            raise ConfigurationError(
+                f"sink 'files': file_writer={writer!r} and engine={alias!r} disagree; engine is "
+                "the old name of file_writer: give file_writer only"
+            )
+        object.__setattr__(self, "file_writer", writer or alias or "auto")
+        object.__setattr__(self, "engine", None)
+
     @property
     def codec(self) -> str:
         return self.compression or DEFAULT_COMPRESSION[self.format]
 
 
 def default_sizes(options: FilesOptions) -> bool:
-    """Whether file and row-group sizes are left to the writer (the spark engine needs this)."""
+    """Whether file and row-group sizes are left to the writer (as the spark file writer needs)."""
     fields = attrs.fields(FilesOptions)
     return (
         options.target_file_size == fields.target_file_size.default

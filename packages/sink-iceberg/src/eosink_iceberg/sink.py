@@ -11,7 +11,7 @@
 * ``commit`` (driver) loads the table, refuses if this writer's proof already covers the batch
   (``AlreadyCommitted``), then makes one catalog commit holding a fast append of the files
   (``complete`` mode: a delete of every current file, then the append) whose snapshot summary
-  carries the proof, and the writer's proof property (:mod:`eosink_iceberg.proofs`), which
+  carries the proof, and the writer's proof property (:mod:`eosink_iceberg.proof`), which
   snapshot expiry never removes. The commit asserts the main branch's head it started from: a
   concurrent commit makes it fail, and then it is decided again on the table loaded anew (the
   proof checked again), up to ``commit_retries`` times. pyiceberg's own retries, which would
@@ -44,11 +44,11 @@ from eosink.plugin import (
 )
 from eosink.logs import get_logger
 from eosink_iceberg import catalog as catalogs
-from eosink_iceberg.cli import IcebergCommands
+from eosink_iceberg.operator_hooks import IcebergOperatorHooks
 from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout
 from eosink_iceberg.options import FORMAT_VERSIONS, IcebergOptions, split_catalog_options
 from eosink_iceberg.partitioning import check_spec, new_spec
-from eosink_iceberg.proofs import (
+from eosink_iceberg.proof import (
     NO_RETRIES,
     StoredProof,
     attempt_landed,
@@ -71,7 +71,7 @@ class IcebergState:
     layout: TableLayout
 
 
-class IcebergSink(IcebergCommands, Sink):
+class IcebergSink(IcebergOperatorHooks, eosink.Sink):
     """Exactly-once into an Iceberg table: files + proof in one catalog commit."""
 
     name = "iceberg"

@@ -44,11 +44,11 @@ from eosink.plugin import (
     hookimpl,
 )
 from eosink.logs import get_logger
-from eosink_postgres import store
-from eosink_postgres.cli import PostgresCommands
+from eosink_postgres import copy_binary, store
+from eosink_postgres.operator_hooks import PostgresOperatorHooks
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 from eosink_postgres.schema import check_target, create_target
-from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote
+from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote, refuse_nul
 
 log = get_logger("eosink.postgres")
 
@@ -75,7 +75,7 @@ class PostgresMessage:
     rows: int
 
 
-class PostgresSink(PostgresCommands, Sink):
+class PostgresSink(PostgresOperatorHooks, eosink.Sink):
     """Exactly-once into a PostgreSQL table; the batch's rows and proof in one transaction."""
 
     name = "postgres"
@@ -443,15 +443,25 @@ class PostgresSink(PostgresCommands, Sink):
         rows = 0
         with self.connect() as conn, contextlib.ExitStack() as stack:
             self._refuse_late_attempt(conn, ctx, state)
-            copy = None
+            copy, encoded = None, False
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 if copy is None:
                     copy = self._start_copy(conn, stack, ctx, state, table, name, batch.schema)
-                for row in copy_rows(batch):
-                    copy.write_row(row)
+                    pg_types = [pg_type(f) for f in batch.schema]
+                    encoded = copy_binary.encodable(batch.schema, pg_types)
+                    if encoded:  # whole buffers: the signature here, the trailer at the end
+                        copy.write(copy_binary.SIGNATURE)
+                if encoded:
+                    refuse_nul(batch)
+                    copy.write(copy_binary.encode_rows(batch, pg_types))
+                else:
+                    for row in copy_rows(batch):
+                        copy.write_row(row)
                 rows += batch.num_rows
+            if encoded:
+                copy.write(copy_binary.TRAILER)
             stack.close()  # ends the COPY
             conn.commit()  # the staging table and its rows appear together
         return PostgresMessage(table=name if rows else None, rows=rows)

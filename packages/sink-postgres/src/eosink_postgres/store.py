@@ -1,19 +1,10 @@
-"""The sink's SQL: connections, the catalog questions it asks, and its own tables.
+"""The sink's SQL: connections, the catalog questions it asks, and its staging tables.
 
-Two tables in the meta schema (``eosink`` by default) hold the bookkeeping, next to the data in
-the same database so that one transaction covers both:
-
-* ``progress (target_oid, writer_id, last_batch)``: one row per writer of a target; a commit
-  locks it ``FOR UPDATE``, so two commits of one writer into one target run one after the
-  other, and the second sees the first's batch;
-* ``proofs (target_oid, writer_id, batch_id, attempt, ...)``: one row per committed batch.
-
-Both are keyed by the target's OID, not its name: a table dropped and created again under the
-same name is a new target, without the old table's proofs. Staging tables live in the meta
-schema too, one UNLOGGED table per task attempt, with a comment (JSON) saying whose they are and
-since when, for ``eosink cleanup``.
+The meta schema's bookkeeping tables, where the proofs live, are in :mod:`eosink_postgres.proof`
+(their names and functions are also reachable here, as ``store.PROOFS`` etc.). Staging tables
+live in the meta schema too, one UNLOGGED table per task attempt, with a comment (JSON) saying
+whose they are and since when, for ``eosink cleanup``.
 """
-
 from __future__ import annotations
 
 import hashlib
@@ -24,15 +15,12 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from eosink.plugin import ConfigurationError, Proof, SinkError
+from eosink import ConfigurationError, SinkError
 from eosink_postgres.options import SINK, PostgresOptions, scrub
+from eosink_postgres import proof as _proof
 
-PROGRESS = "progress"
-PROOFS = "proofs"
 STAGING_PREFIX = "stg_"
 MAX_IDENTIFIER = 63  # PostgreSQL cuts longer names (NAMEDATALEN - 1)
-#: Serializes the creation of the meta schema and of missing targets across writers.
-SETUP_LOCK = 0x656F73696E6B  # "eosink"
 
 
 def connect(options: PostgresOptions, *, autocommit: bool = False) -> psycopg.Connection[Any]:
@@ -65,6 +53,10 @@ def connection_error(exc: Exception, options: PostgresOptions) -> EosinkErrorTyp
 
 EosinkErrorType = ConfigurationError | SinkError
 
+# The proof's tables and functions, under the names the sink's commit path reads (store.*).
+PROGRESS, PROOFS, SETUP_LOCK = _proof.PROGRESS, _proof.PROOFS, _proof.SETUP_LOCK
+ensure_meta, meta_ready, read_proof = _proof.ensure_meta, _proof.meta_ready, _proof.read_proof
+
 
 def ident(*parts: str) -> sql.Identifier:
     return sql.Identifier(*parts)
@@ -89,57 +81,6 @@ def target_oid(conn: psycopg.Connection[Any], options: PostgresOptions) -> int |
             f"{SINK}: {options.qualified} is not a table (relkind {row[1]!r}); give a table"
         )
     return int(row[0])
-
-
-def meta_ready(conn: psycopg.Connection[Any], options: PostgresOptions) -> bool:
-    row = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
-        (f"{options.meta_schema}.{PROGRESS}", f"{options.meta_schema}.{PROOFS}"),
-    ).fetchone()
-    return bool(row and row[0])
-
-
-def ensure_meta(conn: psycopg.Connection[Any], options: PostgresOptions) -> None:
-    """Create the meta schema and its tables if missing (in the caller's transaction)."""
-    if meta_ready(conn, options):
-        return
-    meta = options.meta_schema
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (SETUP_LOCK,))
-    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident(meta)))
-    conn.execute(
-        sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (target_oid oid NOT NULL, writer_id text NOT NULL, "
-            "last_batch bigint NOT NULL, PRIMARY KEY (target_oid, writer_id))"
-        ).format(ident(meta, PROGRESS))
-    )
-    conn.execute(
-        sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (target_oid oid NOT NULL, writer_id text NOT NULL, "
-            "batch_id bigint NOT NULL, attempt text NOT NULL, target text NOT NULL, "
-            "mode text NOT NULL, rows bigint, fingerprint text, query_id text, checkpoint text, "
-            "committed_at timestamptz NOT NULL DEFAULT now(), proof jsonb NOT NULL, "
-            "PRIMARY KEY (target_oid, writer_id, batch_id))"
-        ).format(ident(meta, PROOFS))
-    )
-
-
-def read_proof(
-    conn: psycopg.Connection[Any], options: PostgresOptions, oid: int, writer_id: str, batch_id: int
-) -> tuple[Proof, str] | None:
-    """The proof of exactly ``batch_id`` if there is one, else the latest later one, with the
-    attempt tag of the commit that wrote it (two index lookups, whatever the history's length)."""
-    table = ident(options.meta_schema, PROOFS)
-    row = conn.execute(
-        sql.SQL(
-            "(SELECT proof, attempt FROM {t} WHERE target_oid = %s AND writer_id = %s "
-            "AND batch_id = %s) UNION ALL (SELECT proof, attempt FROM {t} WHERE target_oid = %s "
-            "AND writer_id = %s AND batch_id > %s ORDER BY batch_id DESC LIMIT 1) LIMIT 1"
-        ).format(t=table),
-        (oid, writer_id, batch_id, oid, writer_id, batch_id),
-    ).fetchone()
-    if row is None:
-        return None
-    return Proof.from_dict(row[0]), row[1]
 
 
 def table_columns(conn: psycopg.Connection[Any], oid: int) -> dict[str, tuple[str, bool, bool]]:

@@ -179,9 +179,14 @@ def _column_values(field: pa.Field, column: pa.Array) -> list[Any]:
     return values
 
 
-def copy_rows(batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
-    """The rows of ``batch`` as tuples for psycopg's binary COPY (columns in schema order)."""
+def refuse_nul(batch: pa.RecordBatch) -> None:
+    """A clear error for a NUL character in a text or jsonb column of ``batch``."""
     for name, column in zip(batch.schema.names, batch.columns):
         _check_no_nul(name, column)
+
+
+def copy_rows(batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``batch`` as tuples for psycopg's binary COPY (columns in schema order)."""
+    refuse_nul(batch)
     columns = [_column_values(f, c) for f, c in zip(batch.schema, batch.columns)]
     return zip(*columns)

@@ -9,9 +9,9 @@ writer whose rows another writer takes over: :func:`retire_writer`.
 from importlib.metadata import PackageNotFoundError, version
 
 from eosink_yt_dynamic.keys import SPYT_ROW_INDEX, SPYT_TABLET_INDEX
-from eosink_yt_dynamic.progress import retire_writer
+from eosink_yt_dynamic.proof import retire_writer
 from eosink_yt_dynamic.sink import YtDynamicOptions, YtDynamicSink, read_table
-from eosink_yt_dynamic.spark import with_queue_id, with_source_key
+from eosink_yt_dynamic.source_key_columns import with_queue_id, with_source_key
 from eosink_yt_dynamic.tables import create_output_table, mount_table, output_columns
 
 try:

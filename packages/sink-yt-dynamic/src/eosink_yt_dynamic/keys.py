@@ -55,6 +55,47 @@ class KeyPlan:
         return tuple(k for k in self.key if k != self.row_column)
 
 
+def _service_renames(
+    table_key: list[str],
+    names: list[str],
+    *,
+    path: str,
+    tablet_index_column: str,
+    row_index_column: str,
+    queue_id_column: str,
+) -> dict[str, str]:
+    """SPYT's service columns renamed to the table's key columns they stand for; an error with
+    the fix when a key column is neither in the rows nor a service column."""
+    rename: dict[str, str] = {}
+    service = {tablet_index_column: SPYT_TABLET_INDEX, row_index_column: SPYT_ROW_INDEX}
+    missing = []
+    for column in table_key:
+        if column in names:
+            continue
+        if service.get(column) in names:
+            rename[service[column]] = column
+            continue
+        missing.append(column)
+    if missing:
+        if queue_id_column in missing:
+            fix = (
+                f"add the source queue before combining queues: "
+                f"eosink_yt_dynamic.with_queue_id(df, '<queue path>') (column {queue_id_column!r})"
+            )
+        else:
+            fix = (
+                "read the queue with .option('include_service_columns', True) and keep "
+                f"{SPYT_TABLET_INDEX} / {SPYT_ROW_INDEX} (or their renamed columns) through "
+                "every select of the query; only one-to-one transformations keep the link "
+                "between an output row and its source row"
+            )
+        raise ConfigurationError(
+            f"output table {path}: key columns {missing} are missing from the rows (columns: "
+            f"{names}); without them a replayed batch cannot overwrite itself. Fix: {fix}"
+        )
+    return rename
+
+
 def plan_key(
     input_schema: pa.Schema,
     table_schema: Sequence[Mapping[str, Any]],
@@ -91,33 +132,14 @@ def plan_key(
             f"{queue_id_column!r} as the first key column (create_output_table(..., "
             f"queue_id=True)), or drop the column if there is one queue only"
         )
-    rename: dict[str, str] = {}
-    service = {tablet_index_column: SPYT_TABLET_INDEX, row_index_column: SPYT_ROW_INDEX}
-    missing = []
-    for column in table_key:
-        if column in names:
-            continue
-        if service.get(column) in names:
-            rename[service[column]] = column
-            continue
-        missing.append(column)
-    if missing:
-        if queue_id_column in missing:
-            fix = (
-                f"add the source queue before combining queues: "
-                f"eosink_yt_dynamic.with_queue_id(df, '<queue path>') (column {queue_id_column!r})"
-            )
-        else:
-            fix = (
-                "read the queue with .option('include_service_columns', True) and keep "
-                f"{SPYT_TABLET_INDEX} / {SPYT_ROW_INDEX} (or their renamed columns) through "
-                "every select of the query; only one-to-one transformations keep the link "
-                "between an output row and its source row"
-            )
-        raise ConfigurationError(
-            f"output table {path}: key columns {missing} are missing from the rows (columns: "
-            f"{names}); without them a replayed batch cannot overwrite itself. Fix: {fix}"
-        )
+    rename = _service_renames(
+        table_key,
+        names,
+        path=path,
+        tablet_index_column=tablet_index_column,
+        row_index_column=row_index_column,
+        queue_id_column=queue_id_column,
+    )
     for column in (tablet_index_column, row_index_column):
         source = next((k for k, v in rename.items() if v == column), column)
         field = input_schema.field(source)

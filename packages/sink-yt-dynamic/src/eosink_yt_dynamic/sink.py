@@ -9,7 +9,7 @@ the table ends up the same however often a batch runs. Hence:
   ``rows_per_transaction`` rows, retried as a unit on conflicts and proxy faults; rows become
   visible as they are written (the idempotent receiver has no staging);
 * ``commit`` (driver) only records the proof (writer id, batch id) of this output table in
-  ``<output>_eosink_progress`` (:mod:`eosink_yt_dynamic.progress`), forward only, so that
+  ``<output>_eosink_progress`` (:mod:`eosink_yt_dynamic.proof`), forward only, so that
   replays of long-committed batches are skipped without rewriting them; correctness never
   depends on that proof;
 * ``init`` refuses every configuration under which a key would not name one source row (the
@@ -31,7 +31,7 @@ import pyarrow as pa
 from eosink.logs import get_logger
 from eosink.plugin import BatchContext, ConfigurationError, Proof, Sink, crash_point, hookimpl
 from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
-from eosink_yt_dynamic.cli import YtDynamicCommands
+from eosink_yt_dynamic.operator_hooks import YtDynamicOperatorHooks
 from eosink_yt_dynamic.keys import (
     KeyPlan,
     check_no_null_keys,
@@ -40,7 +40,7 @@ from eosink_yt_dynamic.keys import (
     plan_key,
     renamed,
 )
-from eosink_yt_dynamic.progress import ProgressTable
+from eosink_yt_dynamic.proof import ProgressTable
 from eosink_yt_dynamic.registrations import Registrations, drop_registrations, ensure_keys_table
 from eosink_yt_dynamic.sources import (
     Foreign,
@@ -142,7 +142,7 @@ class WriteMessage:
         return self.chunks
 
 
-class YtDynamicSink(YtDynamicCommands, Sink):
+class YtDynamicSink(YtDynamicOperatorHooks, eosink.Sink):
     """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
 
     name = "yt-dynamic"

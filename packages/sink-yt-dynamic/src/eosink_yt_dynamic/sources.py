@@ -15,7 +15,7 @@ order, so a writer's rows of a tablet fill that span), and:
   started (both wrote at the same time) refuse the commit: the rows are written, but the
   conflict is loud and the batch is not committed.
 
-Pure logic on Arrow data; the progress table stores the spans (:mod:`eosink_yt_dynamic.progress`).
+Pure logic on Arrow data; the progress table stores the spans (:mod:`eosink_yt_dynamic.proof`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 * the **output table**: a mounted sorted dynamic table with ``unique_keys`` whose key starts with
   the source coordinates; :func:`create_output_table` makes one right;
 * two aux tables, created by the sink on its first batch: ``<output>_eosink_progress`` (the
-  proofs, :mod:`eosink_yt_dynamic.progress`) and ``<output>_eosink_keys`` (the registrations of
+  proofs, :mod:`eosink_yt_dynamic.proof`) and ``<output>_eosink_keys`` (the registrations of
   the duplicate check, :mod:`eosink_yt_dynamic.registrations`).
 """
 

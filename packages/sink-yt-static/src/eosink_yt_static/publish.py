@@ -38,6 +38,7 @@ from eosink.plugin import AlreadyCommitted, BatchContext, Proof, SinkError, cras
 from eosink_yt_static import target
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions
+from eosink_yt_static.proof import PROOFS_ATTR, proof_in, read_proof, write_proof
 from eosink_yt_static.staging import YtStaticMessage, YtStaticState, create_table
 
 log = get_logger("eosink.yt_static")
@@ -134,12 +135,12 @@ def run(
             if exists:
                 wait_lock(client, path, "exclusive", **wait)
         committed = target.attributes(client, path, None)
-        done = target.read_proof((committed or {}).get(target.PROOFS_ATTR), ctx.writer_id)
+        done = proof_in(committed, ctx.writer_id)
         if done is not None and done.batch_id >= ctx.batch_id:
             raise AlreadyCommitted(f"{ctx.label}: batch {done.batch_id} already committed")
         current = target.attributes(client, path, sub) if exists else None
-        proofs = dict((current or {}).get(target.PROOFS_ATTR) or {})
-        prepared = target.read_proof(proofs, ctx.writer_id)
+        proofs = dict((current or {}).get(PROOFS_ATTR) or {})
+        prepared = read_proof(proofs, ctx.writer_id)
         if prepared is not None and prepared.batch_id >= ctx.batch_id:
             raise PreparedByOther()  # set inside MainTx after our first check
         inherited = {k: current[k] for k in target.INHERITED_ATTRS if current and k in current}
@@ -155,8 +156,7 @@ def run(
         crash_point("commit:published")
         with stages("proof"):
             client.remove(state.staging, recursive=True, force=True)
-            proofs[ctx.writer_id] = proof.to_json()
-            client.set(f"{path}/@{target.PROOFS_ATTR}", proofs)
+            write_proof(client, path, proofs, ctx.writer_id, proof)
         stages.start("sub_tx_commit")
     return way
 

@@ -41,22 +41,22 @@ from eosink.plugin import (
 from eosink_yt_common import key_columns, retry_unit
 from eosink_yt_static import keeper, publish, staging, target
 from eosink_yt_static import tx as txs
-from eosink_yt_static.cli import YtStaticCommands
+from eosink_yt_static.operator_hooks import YtStaticOperatorHooks
 from eosink_yt_static.options import YtStaticOptions
+from eosink_yt_static.proof import PROOFS_ATTR, prepared_proof, proof_in
 from eosink_yt_static.staging import YtStaticMessage, YtStaticState
 from eosink_yt_static.state_store import StateStore
 
 log = get_logger("eosink.yt_static")
 
 #: Kept importable from here: the attribute holding the proofs.
-PROOFS_ATTR = target.PROOFS_ATTR
 #: How often the MainTx commit is retried when a zombie task opened a PartTx under it.
 MAIN_COMMIT_ROUNDS = 5
 
 __all__ = ["PROOFS_ATTR", "YtStaticMessage", "YtStaticOptions", "YtStaticSink", "YtStaticState"]
 
 
-class YtStaticSink(YtStaticCommands, Sink):
+class YtStaticSink(YtStaticOperatorHooks, eosink.Sink):
     """Exactly-once into a YT static table through a per-batch transaction tree."""
 
     name = "yt-static"
@@ -69,7 +69,7 @@ class YtStaticSink(YtStaticCommands, Sink):
         """The proof of ``writer_id`` as committed (read outside any transaction)."""
         attrs_ = target.attributes(client, self.options.path)
         target.check_static(self.options.path, attrs_)
-        return target.read_proof((attrs_ or {}).get(PROOFS_ATTR), writer_id)
+        return proof_in(attrs_, writer_id)
 
     def effective_cleanup(self, ctx: BatchContext) -> str:
         if ctx.mode == "complete" and self.options.cleanup == "disabled":
@@ -231,16 +231,7 @@ class YtStaticSink(YtStaticCommands, Sink):
 
     def _prepared_in(self, client: Any, main_tx: str, ctx: BatchContext) -> Proof | None:
         """A proof of this batch set inside MainTx (by an attempt that did not commit it)."""
-        from yt.wrapper.errors import YtResponseError
-
-        try:
-            with txs.in_tx(client, main_tx):
-                raw = client.get(f"{self.options.path}/@{PROOFS_ATTR}")
-        except YtResponseError as exc:
-            if exc.is_resolve_error():
-                return None
-            raise
-        proof = target.read_proof(raw, ctx.writer_id)
+        proof = prepared_proof(client, self.options.path, main_tx, ctx.writer_id)
         return proof if proof is not None and proof.batch_id >= ctx.batch_id else None
 
     def _commit_main(

@@ -1,10 +1,5 @@
-"""The target table as every step of the tree sees it: what it is, its schema, its proofs.
-
-The proof of each writer is an attribute of the table, ``@eosink_proofs`` = ``{writer id:
-proof JSON}``, set inside MainTx by the Commit SubTx: rows and proof become visible in the same
-commit. Read outside any transaction it tells what is committed; read inside MainTx, what an
-attempt of the batch already prepared.
-"""
+"""The target table as every step of the tree sees it: what it is, its schema, its
+attributes (the proofs among them: :mod:`eosink_yt_static.proof`)."""
 
 from __future__ import annotations
 
@@ -12,12 +7,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink.plugin import ConfigurationError, Proof
+from eosink import ConfigurationError
 from eosink_yt_common import key_columns, yt_schema
 from eosink_yt_static import tx as txs
+from eosink_yt_static.proof import PROOFS_ATTR
 
-#: The table attribute holding the proofs: ``{writer_id: proof json}``.
-PROOFS_ATTR = "eosink_proofs"
 #: Attributes of the target that staging tables (and so a table that replaces it) inherit.
 INHERITED_ATTRS = ("compression_codec", "erasure_codec", "optimize_for", "replication_factor")
 
@@ -26,12 +20,6 @@ def split(path: str) -> tuple[str, str]:
     """The parent folder and the name of a Cypress path."""
     parent, _, name = path.rstrip("/").rpartition("/")
     return parent or "/", name
-
-
-def read_proof(raw: Any, writer_id: str) -> Proof | None:
-    if not raw or writer_id not in raw:
-        return None
-    return Proof.from_json(str(raw[writer_id]))
 
 
 def attributes(client: Any, path: str, tx: str | None = None) -> dict[str, Any] | None:

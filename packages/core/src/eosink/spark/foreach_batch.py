@@ -58,7 +58,7 @@ def running_query(df: Any) -> RunningQuery:
 
 
 def _query_identity(df: Any) -> tuple[str | None, str | None]:
-    """The running query's id and checkpoint root (kept for ``eosink_delta.spark``)."""
+    """The running query's id and checkpoint root (kept for ``eosink_delta.delta_spark``)."""
     query = running_query(df)
     return query.id, query.checkpoint
 

@@ -1,7 +1,9 @@
-"""The ``files`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
+"""The ``files`` sink's operator hooks: its answers to ``eosink status|verify|cleanup``.
 
 Thin on purpose: the log is read with :func:`eosink_files.read_log` (as Spark's reader reads
-it), leftovers are found by :func:`eosink_files.cleanup`. ``FilesSink`` inherits these hooks.
+it), leftovers are found by :func:`eosink_files.cleanup`. ``FilesSink`` inherits these hooks;
+``eosink cleanup files PATH`` is the package's only cleanup command (sink options such as
+``compact_interval`` and ``storage.<key>`` go with ``-o KEY=VALUE``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from eosink.plugin import hookimpl
 from eosink.reports import CleanupReport, TargetStatus, Verification
 
 
-class FilesCommands:
+class FilesOperatorHooks:
     """Operator hooks of the files sink; ``self.options`` are the sink's ``FilesOptions``."""
 
     options: Any

@@ -1,6 +1,6 @@
-"""The ``yt-dynamic`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
+"""The ``yt-dynamic`` sink's operator hooks: its answers to ``eosink status|verify|cleanup``.
 
-The proofs are rows of the progress table (:mod:`eosink_yt_dynamic.progress`), one per (output
+The proofs are rows of the progress table (:mod:`eosink_yt_dynamic.proof`), one per (output
 table, its node id, writer id); rows of an earlier table at the same path (another node id)
 are stale. The sink opens no master transactions (only short tablet transactions), so there
 is nothing open to show. What failed attempts leave behind are key registrations of the
@@ -17,7 +17,7 @@ from eosink.plugin import Proof, hookimpl
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 
 
-class YtDynamicCommands:
+class YtDynamicOperatorHooks:
     """Operator hooks of the yt-dynamic sink (``self.options``: ``YtDynamicOptions``)."""
 
     options: Any
@@ -25,7 +25,7 @@ class YtDynamicCommands:
 
     def _progress_rows(self, client: Any) -> list[dict[str, Any]]:
         """Every proof row of this output (any node id), lock rows left out."""
-        from eosink_yt_dynamic.progress import LOCK_ROW, ProgressTable
+        from eosink_yt_dynamic.proof import LOCK_ROW, ProgressTable
         from eosink_yt_dynamic.tables import ql_string
 
         progress = ProgressTable(self.options.progress_table, self.options.path)

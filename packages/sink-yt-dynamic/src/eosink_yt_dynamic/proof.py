@@ -1,4 +1,8 @@
-"""The proofs: ``<output>_eosink_progress``, one row per (output table, its node id, writer id).
+"""The proof of a batch: a row of ``<output>_eosink_progress``, one per (output table, its
+node id, writer id), written in the tablet transaction that upserts the batch's rows.
+
+This is the ``yt-dynamic`` sink's exactly-once evidence, in one place (:class:`ProgressTable`:
+where it lives, how it is read and written; the sink's ``is_committed`` and ``commit`` call it).
 
 A proof names the table it is about by path *and* node id: a progress table shared by several
 outputs (fan-out with one writer id and one ``progress_path``) keeps their proofs apart, and a

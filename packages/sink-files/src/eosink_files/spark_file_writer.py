@@ -1,4 +1,4 @@
-"""The ``spark`` engine: Spark's own file writer stages the batch, the manifest publishes it.
+"""The ``spark`` file writer: Spark's own file writer stages the batch, the manifest publishes it.
 
 Handing every row from the JVM to Python as Arrow costs more than Spark's file writer spends
 on the whole write (``bench_throughput`` prints both), so where Spark can write the folder
@@ -14,9 +14,9 @@ itself the sink lets it:
 A crash between 1 and 3 leaves files no manifest lists: orphans for
 :func:`eosink_files.cleanup` (which also removes stale staging folders).
 
-The engine needs a folder that the driver and Spark see alike (a local or shared path) and a
-classic Spark session: with Spark Connect the files would be written by the server, which may
-not share the client's disk.
+This file writer (option ``file_writer="spark"``) needs a folder that the driver and Spark see
+alike (a local or shared path) and a classic Spark session: with Spark Connect the files would
+be written by the server, which may not share the client's disk.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ SPARK_CODECS = {"lz4": "lz4_raw"}
 
 
 def chooses_spark(options: FilesOptions, store: Store, df: Any) -> bool:
-    """Whether this batch is staged by Spark's writer; raises when ``engine="spark"`` cannot be."""
-    if options.engine == "arrow":
+    """Whether this batch is staged by Spark's writer; raises when ``file_writer="spark"``
+    cannot be."""
+    if options.file_writer == "arrow":
         return False
     problems = []
     if store.kind() != "file":
@@ -46,14 +47,16 @@ def chooses_spark(options: FilesOptions, store: Store, df: Any) -> bool:
     if not is_classic(df):
         problems.append("the session is Spark Connect (its server may not share this disk)")
     if not default_sizes(options):
-        problems.append("target_file_size / row_group_size are set (the arrow engine's options)")
-    if options.engine == "auto":
+        problems.append(
+            "target_file_size / row_group_size are set (the arrow file writer's options)"
+        )
+    if options.file_writer == "auto":
         return not problems
     if problems:
         raise ConfigurationError(
-            "sink 'files': engine 'spark' cannot write this batch: "
+            "sink 'files': file_writer 'spark' cannot write this batch: "
             + "; ".join(problems)
-            + ". Set engine='arrow' (or 'auto', which picks the engine that can)."
+            + ". Set file_writer='arrow' (or 'auto', which picks the writer that can)."
         )
     return True
 

@@ -1,7 +1,7 @@
-"""The ``yt-static`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
+"""The ``yt-static`` sink's operator hooks: its answers to ``eosink status|verify|cleanup``.
 
 The proofs are the table's proof attribute (one per writer id, set inside each batch's MainTx,
-:mod:`eosink_yt_static.target`); the state store (:mod:`eosink_yt_static.state_store`, one
+:mod:`eosink_yt_static.proof`); the state store (:mod:`eosink_yt_static.state_store`, one
 document per (table, writer id)) names each writer's MainTx. A MainTx that is still alive holds
 a batch that has not committed, with its SubTxs and PartTxs nested in it: everything it staged
 vanishes when it is aborted (or expires), which is what cleanup does to the old ones.
@@ -29,7 +29,7 @@ def _writer_of(client: Any, tx: str) -> str | None:
         return None
 
 
-class YtStaticCommands:
+class YtStaticOperatorHooks:
     """Operator hooks of the yt-static sink (``self.options``: ``YtStaticOptions``)."""
 
     options: Any
@@ -42,13 +42,13 @@ class YtStaticCommands:
 
     @staticmethod
     def _proofs(attributes: dict[str, Any] | None) -> dict[str, Proof | None]:
-        from eosink_yt_static import target
+        from eosink_yt_static.proof import PROOFS_ATTR, read_proof
 
-        raw = (attributes or {}).get(target.PROOFS_ATTR) or {}
+        raw = (attributes or {}).get(PROOFS_ATTR) or {}
         proofs: dict[str, Proof | None] = {}
         for writer in sorted(raw):
             try:
-                proofs[writer] = target.read_proof(raw, writer)
+                proofs[writer] = read_proof(raw, writer)
             except (ValueError, TypeError, KeyError):
                 proofs[writer] = None
         return proofs

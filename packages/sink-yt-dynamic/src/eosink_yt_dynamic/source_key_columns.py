@@ -1,4 +1,5 @@
-"""Spark helpers that put the source key on a streaming DataFrame (pyspark imported on use)."""
+"""Spark helpers that put the source key columns on a streaming DataFrame (pyspark imported on
+use); the checks of the source key itself are in :mod:`eosink_yt_dynamic.keys`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``iceberg`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks)."""
+"""The ``iceberg`` sink's operator hooks: its answers to ``eosink status|verify|cleanup``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from eosink.plugin import ConfigurationError, hookimpl
 from eosink.reports import CleanupReport, TargetStatus, Verification
 
 
-class IcebergCommands:
+class IcebergOperatorHooks:
     """Operator hooks of the iceberg sink; ``self.options`` are its ``IcebergOptions``."""
 
     options: Any
@@ -26,7 +26,7 @@ class IcebergCommands:
 
     @hookimpl
     def target_status(self) -> TargetStatus:
-        from eosink_iceberg.proofs import all_proofs
+        from eosink_iceberg.proof import all_proofs
 
         table = self._existing()
         proofs = all_proofs(table)

@@ -1,4 +1,4 @@
-"""The ``postgres`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
+"""The ``postgres`` sink's operator hooks: its answers to ``eosink status|verify|cleanup``.
 
 ``eosink cleanup postgres public.orders -o url=postgresql://writer@db/shop`` lists the staging
 tables of failed attempts at that target (a dry run), ``--delete`` drops those older than
@@ -19,7 +19,7 @@ from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 STAGING = "staging table"
 
 
-class PostgresCommands:
+class PostgresOperatorHooks:
     """Operator hooks of the postgres sink (``PostgresSink`` provides ``connect``/``options``)."""
 
     options: Any

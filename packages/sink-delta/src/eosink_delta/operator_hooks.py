@@ -1,8 +1,10 @@
-"""The ``delta`` sink's answers to ``eosink status|verify|cleanup`` (the operator hooks).
+"""The ``delta`` sink's operator hooks: its answers to ``eosink status|verify|cleanup``.
 
 Thin on purpose: the table is read with delta-rs (its txns, its history's commitInfo, where
 the eosink proofs are, and its add actions), leftovers are found by :func:`eosink_delta.cleanup`
-(delta-rs' full VACUUM and the stale staging folders). ``DeltaSink`` inherits these hooks.
+(delta-rs' full VACUUM and the stale staging folders). ``DeltaSink`` inherits these hooks;
+``eosink cleanup delta PATH`` is the package's only cleanup command (store options go with
+``-o storage.<key>=VALUE``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from eosink.reports import CleanupReport, TargetStatus, Verification
 
 def _proofs(table: Any) -> dict[str, Proof]:
     """The latest eosink proof of every writer id, from the table's history (newest first)."""
-    from eosink_delta.table import proof_of_commit
+    from eosink_delta.proof import proof_of_commit
 
     latest: dict[str, Proof] = {}
     for commit in table.history():
@@ -40,7 +42,7 @@ def _local(uri: str) -> str | None:
     return None if "://" in uri else uri
 
 
-class DeltaCommands:
+class DeltaOperatorHooks:
     """Operator hooks of the delta sink; ``self.options`` are the sink's ``DeltaOptions``."""
 
     options: Any

@@ -1,4 +1,6 @@
-"""Front doors that choose the engine: delta-rs (eosink's protocol) or Delta's own Spark writer.
+"""The ``delta-spark`` engine: Delta's own Spark writer commits, through this package's front
+doors (``foreach_batch``, ``write_batch``), which choose the engine: delta-rs (eosink's
+protocol, :mod:`eosink_delta.sink`) or Delta's own Spark writer.
 
 ``engine="delta-spark"`` is Delta's own idempotent write across jobs (its ``txnAppId`` and
 ``txnVersion`` writer options), for Sparks that have the Delta jars::
@@ -28,13 +30,8 @@ from eosink.protocol import check_identity
 from eosink_delta.options import ENGINES, DeltaOptions
 from eosink_delta.sink import DeltaSink
 from eosink_delta.snapshot import latest
-from eosink_delta.table import (
-    PROOF_KEY,
-    check_not_other_data,
-    check_partitions,
-    check_table_features,
-    committed_proof,
-)
+from eosink_delta.proof import PROOF_KEY, committed_proof
+from eosink_delta.table import check_not_other_data, check_partitions, check_table_features
 
 log = get_logger("eosink.delta")
 
@@ -178,7 +175,7 @@ class DeltaForeachBatch:
 def foreach_batch(
     path: str, *, writer_id: str, mode: str = "append", plugins: tuple = (), **options: Any
 ) -> DeltaForeachBatch:
-    """``df.writeStream.foreachBatch(eosink_delta.foreach_batch(path, writer_id=...))``.
+    """``df.writeStream.foreachBatch(delta_spark.foreach_batch(path, writer_id=...))``.
 
     Options as the ``delta`` sink's; ``engine="auto"`` (the default here) uses Delta's Spark
     writer when its jars are present, else delta-rs.

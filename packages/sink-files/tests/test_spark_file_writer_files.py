@@ -1,7 +1,7 @@
-"""The spark engine: Spark's own file writer stages a DataFrame batch, the manifest publishes it.
+"""The spark file writer: Spark's own writer stages a DataFrame batch, the manifest publishes it.
 
 Read back by Spark's reader (and the reader helper), with crashes between staging and commit,
-every format, ``partitionBy``, and the configurations the engine refuses.
+every format, ``partitionBy``, and the configurations the file writer refuses.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def part_files(out) -> list[str]:
 @pytest.mark.parametrize("point", ["before_commit", "after_commit"])
 def test_crash_around_the_commit(spark, tmp_path, point):
     out = str(tmp_path / "out")
-    sink = eosink.sink("files", path=out, engine="spark")
+    sink = eosink.sink("files", path=out, file_writer="spark")
     df = batch(spark, 0, 100)
     with pytest.raises(InjectedCrash):
         eosink.write_batch(df, sink, writer_id="job", version=1, plugins=[FaultPlugin(point)])
@@ -77,7 +77,7 @@ def test_partitioned_parquet_has_spark_layout_and_micros_timestamps(spark, tmp_p
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_text_formats(spark, tmp_path, fmt):
     out = str(tmp_path / "out")
-    sink = eosink.sink("files", path=out, format=fmt, compression="gzip", engine="spark")
+    sink = eosink.sink("files", path=out, format=fmt, compression="gzip", file_writer="spark")
     eosink.write_batch(batch(spark, 0, 50), sink, writer_id="job", version=1)
     files = part_files(out)
     assert files and all(f.endswith(f".{fmt}.gz") for f in files)
@@ -96,14 +96,16 @@ def test_auto_falls_back_to_arrow_where_spark_cannot_write(spark, tmp_path):
         df, eosink.sink("files", path=sized, row_group_size=4), writer_id="w", version=1
     )
     meta = pq.read_metadata(os.path.join(sized, part_files(sized)[0]))
-    assert b"org.apache.spark.version" not in (meta.metadata or {})  # the arrow engine wrote it
+    assert b"org.apache.spark.version" not in (
+        meta.metadata or {}
+    )  # the arrow file writer wrote it
     assert sorted(r.id for r in spark.read.parquet(sized).collect()) == list(range(10))
 
 
-def test_engine_spark_refuses_what_it_cannot_write(spark, tmp_path):
+def test_file_writer_spark_refuses_what_it_cannot_write(spark, tmp_path):
     path = str(tmp_path / "out")
-    sink = eosink.sink("files", path=path, engine="spark", target_file_size=1 << 20)
-    with pytest.raises(ConfigurationError, match="engine='arrow'"):
+    sink = eosink.sink("files", path=path, file_writer="spark", target_file_size=1 << 20)
+    with pytest.raises(ConfigurationError, match="file_writer='arrow'"):
         eosink.write_batch(batch(spark, 0, 10), sink, writer_id="w", version=1)
     assert committed_files(path) == []
 
@@ -129,7 +131,7 @@ def leftover_of_another_attempt(out: str):
 
 def test_a_part_file_no_committed_attempt_wrote_is_not_published(spark, tmp_path):
     out = str(tmp_path / "out")
-    sink = eosink.sink("files", path=out, engine="spark")
+    sink = eosink.sink("files", path=out, file_writer="spark")
     df = batch(spark, 0, 100).repartition(2)
     with pytest.raises(StagedRowsMismatchError, match="staged 103 rows.*counted 100"):
         eosink.write_batch(

@@ -1,4 +1,4 @@
-"""Where the proof of a batch lives in an Iceberg table, and how it is read back.
+"""The proof of a batch: where it lives in an Iceberg table, how it is written and read back.
 
 Iceberg's own exactly-once writers keep their proof in snapshot summaries only (Spark:
 ``spark.sql.streaming.queryId``/``epochId``; Flink: ``flink.max-committed-checkpoint-id``) and

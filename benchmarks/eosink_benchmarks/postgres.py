@@ -1,0 +1,187 @@
+"""eosink-postgres in the report: throughput beside Spark's JDBC writer and a bare COPY loop
+(section 1), the exactly-once overhead of a batch (section 2), the cost as the history grows
+(section 3).
+
+Each runs the package's own benchmark (``packages/sink-postgres/tests/bench_postgres.py``,
+``bench_postgres_history.py``) against a PostgreSQL server of its own
+(``eosink.testing.postgres``: the machine's binaries, loopback). The JDBC anchor needs the
+PostgreSQL JDBC driver jar, found as the benchmark script finds it (the local Maven cache);
+without one the JDBC row and its target say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import bench_postgres
+import bench_postgres_history
+
+from eosink_benchmarks.overhead import ExactlyOnceTimer, Overhead, plain_rows
+from eosink_benchmarks.progress import Progress
+from eosink_benchmarks.tables import Table, Target, ratio
+
+JDBC_TARGET = 2.0  # eosink-postgres >= 2x Spark's JDBC writer
+COPY_TARGET = 0.8  # eosink-postgres >= 0.8x the bare COPY loop
+HISTORY_LIMIT = 1.5  # the report's flatness rule (section 3)
+DOORS = (bench_postgres.EOSINK_DS, bench_postgres.EOSINK_FB)
+
+
+def throughput(
+    work: str, batches: int, rows: int, repeat: int, warm: bool, cores: int, progress: Progress
+) -> tuple[list[Table], list[Target]]:
+    """The stream through both doors, the bare COPY loop and Spark's JDBC writer.
+
+    The benchmark runs as its own process: the JDBC driver jar must be on the classpath of the
+    JVM it starts, which a JVM the report started earlier (section 1's) would not have."""
+    if bench_postgres.find_jdbc_jar() is None:
+        print(bench_postgres.missing_jar_note(), file=sys.stderr, flush=True)
+    progress.step(f"eosink-postgres, Spark JDBC, bare COPY: {repeat} rounds")
+    os.makedirs(work, exist_ok=True)
+    out = os.path.join(work, "results.json")
+    command = [
+        sys.executable,
+        bench_postgres.__file__,
+        *("--rows", str(rows), "--batches", str(batches), "--repeat", str(repeat)),
+        *("--cores", str(cores), "--workdir", work, "--json", out),
+        *(() if warm else ("--no-warm",)),
+    ]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    log = os.path.join(work, "bench_postgres.log")
+    with open(log, "w") as f:
+        done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=f)
+    if done.returncode:
+        with open(log) as f:
+            tail = "".join(f.readlines()[-40:])
+        raise RuntimeError(f"bench_postgres.py failed ({done.returncode}):\n{tail}")
+    with open(out) as f:
+        r = bench_postgres.Results(**json.load(f))
+    body = []
+    for name in r.seconds:
+        jdbc = r.ratio(name, bench_postgres.JDBC, r.best)
+        copy = r.ratio(name, bench_postgres.BARE_COPY, r.best)
+        body.append(
+            (
+                name,
+                f"{r.best(name):.2f}",
+                f"{r.median(name):.2f}",
+                f"{r.total / r.best(name):,.0f}",
+                ratio(jdbc),
+                ratio(copy),
+                ", ".join(f"{x:.1f}" for x in r.loads[name]),
+            )
+        )
+    notes = [
+        "Spark JDBC: `df.write.jdbc` in foreachBatch (each partition commits on its own: "
+        "at-least-once). Bare COPY loop: the same Arrow batches COPYed straight into the target "
+        "with the sink's encoder, no staging, no proof (at-least-once). eosink-postgres adds the "
+        "staging tables and the commit that moves their rows and writes the proof.",
+    ]
+    if r.note:
+        notes.append(r.note)
+    if r.driver_ms:
+        notes.append(
+            f"Exactly-once driver time per batch (foreachBatch): median "
+            f"{statistics.median(r.driver_ms):.1f} ms, of which the commit "
+            f"{statistics.median(r.commit_ms):.1f} ms (it moves the batch's rows from staging "
+            "into the target: O(batch))."
+        )
+    table = Table(
+        f"Throughput into PostgreSQL, {batches} x {rows:,} rows x 5 columns, best of {repeat}",
+        (
+            "path",
+            "best s",
+            "median s",
+            "rows/s (best)",
+            "vs Spark JDBC",
+            "vs bare COPY",
+            "load per round",
+        ),
+        tuple(body),
+        tuple(notes),
+    )
+    targets = []
+    for door in DOORS:
+        jdbc = r.ratio(door, bench_postgres.JDBC, r.best)
+        copy = r.ratio(door, bench_postgres.BARE_COPY, r.best)
+        targets.append(
+            Target(
+                "1. throughput",
+                f"{door} vs Spark JDBC",
+                f">= {JDBC_TARGET:.1f}x",
+                ratio(jdbc) if jdbc is not None else "no JDBC jar",
+                None if jdbc is None else jdbc >= JDBC_TARGET,
+            )
+        )
+        targets.append(
+            Target(
+                "1. throughput",
+                f"{door} vs bare COPY loop",
+                f">= {COPY_TARGET:.1f}x",
+                ratio(copy),
+                copy is not None and copy >= COPY_TARGET,
+            )
+        )
+    return [table], targets
+
+
+def overhead(work: str, batches: int, progress: Progress) -> Overhead:
+    """``is_committed`` + ``commit`` of ``batches`` batches (after one warm-up), the same
+    batches and timer as every other sink of section 2."""
+    from eosink_postgres.sink import PostgresSink
+
+    from eosink import BatchContext, run_batch
+    from eosink.testing.local import LocalRunner
+    from eosink.testing.postgres import postgres_server_running
+
+    progress.step(f"eosink-postgres: 1 warm-up + {batches} batches")
+    ms = []
+    with postgres_server_running() as server:
+        sink = PostgresSink(url=server.url(), table="public.overhead")
+        timer = ExactlyOnceTimer()
+        for batch in range(batches + 1):
+            parts = plain_rows(batch)
+            timer.total = 0.0
+            ctx = BatchContext(sink.name, "bench", batch, query_id="q")
+            outcome = run_batch(sink, ctx, parts[0][0].schema, LocalRunner(parts), plugins=[timer])
+            assert outcome.status == "committed", outcome
+            if batch:
+                ms.append(timer.total * 1000)
+    return Overhead("eosink-postgres", tuple(ms))
+
+
+def history(sizes: list[int], batches: int, progress: Progress) -> tuple[list[Table], list[Target]]:
+    """The driver's cost per batch after a history of each of ``sizes`` batches."""
+    from eosink.testing.postgres import postgres_server_running
+
+    progress.step(f"eosink-postgres at batches {sizes}, interleaved")
+    with postgres_server_running() as server:
+        spent = bench_postgres_history.measure_at(server.url(), sizes, batches)
+    medians = {size: statistics.median(spent[size]) * 1000 for size in sizes}
+    first = medians[sizes[0]]
+    table = Table(
+        f"eosink-postgres: per-batch driver cost (is_committed + init + commit) as the history "
+        f"grows, median of {batches}",
+        ("batch", "ms", "vs first"),
+        tuple((f"{size:,}", f"{ms:.1f}", ratio(ms / first)) for size, ms in medians.items()),
+        (
+            "2 partitions x 100 rows a batch, one writer. The history before each point is "
+            "synthesized (the proofs and the progress row of that many batches, in SQL); every "
+            "lookup is on the proofs' primary key (target_oid, writer_id, batch_id). "
+            f"load average after: {os.getloadavg()[0]:.1f}",
+        ),
+    )
+    last = sizes[-1]
+    targets = [
+        Target(
+            "3. history",
+            f"eosink-postgres: batch {last:,} vs batch {sizes[0]:,}",
+            f"<= {HISTORY_LIMIT:.1f}x",
+            ratio(medians[last] / first),
+            medians[last] / first <= HISTORY_LIMIT,
+        )
+    ]
+    return [table], targets
