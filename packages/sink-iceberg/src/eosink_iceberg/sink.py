@@ -71,7 +71,7 @@ class IcebergState:
     layout: TableLayout
 
 
-class IcebergSink(IcebergOperatorHooks, eosink.Sink):
+class IcebergSink(IcebergOperatorHooks, Sink):
     """Exactly-once into an Iceberg table: files + proof in one catalog commit."""
 
     name = "iceberg"

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from eosink import Proof
+from eosink.plugin import Proof
 from eosink_postgres.options import PostgresOptions
 
 PROGRESS = "progress"

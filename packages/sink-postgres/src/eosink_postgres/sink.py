@@ -75,7 +75,7 @@ class PostgresMessage:
     rows: int
 
 
-class PostgresSink(PostgresOperatorHooks, eosink.Sink):
+class PostgresSink(PostgresOperatorHooks, Sink):
     """Exactly-once into a PostgreSQL table; the batch's rows and proof in one transaction."""
 
     name = "postgres"

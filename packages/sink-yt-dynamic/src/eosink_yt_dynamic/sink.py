@@ -142,7 +142,7 @@ class WriteMessage:
         return self.chunks
 
 
-class YtDynamicSink(YtDynamicOperatorHooks, eosink.Sink):
+class YtDynamicSink(YtDynamicOperatorHooks, Sink):
     """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
 
     name = "yt-dynamic"

@@ -56,7 +56,7 @@ MAIN_COMMIT_ROUNDS = 5
 __all__ = ["PROOFS_ATTR", "YtStaticMessage", "YtStaticOptions", "YtStaticSink", "YtStaticState"]
 
 
-class YtStaticSink(YtStaticOperatorHooks, eosink.Sink):
+class YtStaticSink(YtStaticOperatorHooks, Sink):
     """Exactly-once into a YT static table through a per-batch transaction tree."""
 
     name = "yt-static"
