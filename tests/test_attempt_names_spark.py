@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 import eosink
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.protocol import WriteTask, driver_plugins, finish, prepare
 from eosink.registry import plugin_manager
 from eosink.spark.executors import arrow_schema, spark_run_writes

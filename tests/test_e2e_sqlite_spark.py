@@ -186,7 +186,8 @@ def test_new_checkpoint_on_old_output_fails_clearly(spark, tmp_path):
 
 
 def test_batch_job_versions_through_both_apis(spark, tmp_path):
-    """Seed 002 with Spark: dailyETL 23424 writes, 23422 is skipped, anotherETL writes."""
+    """Delta's txnAppId/txnVersion example, with Spark and any sink: dailyETL 23424 writes,
+    23422 is skipped, anotherETL writes."""
     target = str(tmp_path / "out.db")
     df = spark.createDataFrame(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}).to_pandas())
     sqlite = eosink.sink("sqlite", path=target)

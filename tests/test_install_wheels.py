@@ -148,7 +148,8 @@ BATCH_SCRIPT = textwrap.dedent(
     import pyarrow as pa
     import pyarrow.dataset as ds
     import eosink
-    from eosink import BatchContext, run_batch
+    from eosink.plugin import BatchContext
+    from eosink.testing import run_batch
     from eosink.testing import LocalRunner
 
     out = sys.argv[1]

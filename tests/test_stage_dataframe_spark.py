@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 import eosink
+from eosink.plugin import BatchContext
 from eosink.testing.faults import FaultPlugin
 
 SINKS = {"files": {"file_writer": "spark"}, "delta": {"file_writer": "spark"}}
@@ -22,7 +23,7 @@ def read_back(spark, name, path):
 
 
 def proof_rows(sink, name):
-    ctx = eosink.BatchContext(sink=name, writer_id="job", batch_id=1, kind="batch")
+    ctx = BatchContext(sink=name, writer_id="job", batch_id=1, kind="batch")
     return eosink.registry.plugin_manager(sink).hook.is_committed(ctx=ctx).rows
 
 

@@ -18,7 +18,8 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink import BatchContext, hookimpl, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, verdict

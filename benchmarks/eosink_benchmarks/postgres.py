@@ -133,7 +133,8 @@ def overhead(work: str, batches: int, progress: Progress) -> Overhead:
     batches and timer as every other sink of section 2."""
     from eosink_postgres.sink import PostgresSink
 
-    from eosink import BatchContext, run_batch
+    from eosink.plugin import BatchContext
+    from eosink.testing import run_batch
     from eosink.testing.local import LocalRunner
     from eosink.testing.postgres import postgres_server_running
 

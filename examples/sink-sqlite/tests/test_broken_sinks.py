@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 from eosink_sqlite.sink import ATTEMPT, PROOFS, STAGING, SqliteSink, read_rows
 
-from eosink import crash_point, hookimpl
+from eosink.plugin import crash_point, hookimpl
 from eosink.testing.conformance import SinkConformance
 
 

@@ -7,8 +7,7 @@ from collections import defaultdict
 
 import attrs
 
-import eosink
-from eosink import AlreadyCommitted, Proof, hookimpl
+from eosink.plugin import AlreadyCommitted, Proof, Sink, Staged, hookimpl
 from eosink.staging import record_rows
 
 STORES: dict[str, dict] = defaultdict(lambda: {"rows": [], "proofs": {}, "staged": {}})
@@ -21,7 +20,7 @@ class MemoryOptions:
     fail_commit: bool = False
 
 
-class MemorySink(eosink.Sink):
+class MemorySink(Sink):
     """Rows and proofs in a dict; commit publishes both under one lock."""
 
     name = "memory"
@@ -91,4 +90,4 @@ class DataFrameStagingSink(MemorySink):
         if self.options.fail_staging:
             raise RuntimeError("staging failed")
         record_rows(len(df))  # what eosink.spark.stage_dataframe does with Spark's count
-        return eosink.Staged(message=key)
+        return Staged(message=key)

@@ -7,7 +7,8 @@ import json
 import attrs
 import pytest
 
-from eosink import Proof, cli, hookimpl
+from eosink import cli
+from eosink.plugin import Proof, hookimpl
 from eosink.base import Sink
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 

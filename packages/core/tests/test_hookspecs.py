@@ -1,4 +1,8 @@
-"""The hook specs and their documentation agree (datasette's docs test, for eosink)."""
+"""The hook specs and their documentation agree (datasette's docs test, for eosink).
+
+The specs' docstrings are the one source of the contract's prose; ``docs/hooks.md`` is
+generated from them (``hooks_doc.py``) and must be regenerated when they change.
+"""
 
 import inspect
 import re
@@ -6,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
+import hooks_doc
 from eosink import hookspecs
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "hooks.md"
+PACKAGE = Path(__file__).resolve().parents[1]
+DOCS = PACKAGE / "docs" / "hooks.md"
+README = PACKAGE / "README.md"
 HEADING = re.compile(r"^## (\w+)\(([^)]*)\)$", re.MULTILINE)
+NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+ORDINALS = ["zeroth", "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"]
 
 
 def specs() -> dict[str, inspect.Signature]:
@@ -60,3 +69,38 @@ def test_docstring_says_where_it_runs_and_what_it_must_never_do(name):
     ), name
     assert "Must never" in doc or "must never" in doc.lower(), name
     assert "Returns" in doc or "Guarantees" in doc, name
+
+
+def test_the_hooks_page_is_generated_from_the_hookspecs():
+    assert DOCS.read_text() == hooks_doc.render(), (
+        "docs/hooks.md is out of step with eosink/hookspecs.py: regenerate it with "
+        "`./pants run packages/core/tests/hooks_doc.py > packages/core/docs/hooks.md`"
+    )
+
+
+def test_every_hook_is_in_exactly_one_group():
+    groups = hookspecs.BATCH_HOOKS + hookspecs.DATAFRAME_HOOKS + hookspecs.OPERATOR_HOOKS
+    assert sorted(groups) == sorted(specs())
+
+
+def test_the_summary_line_counts_the_hooks():
+    summary = " ".join((hookspecs.__doc__ or "").split("\n\n")[0].split())
+    counts = {
+        "hooks": len(specs()),
+        "for every batch": len(hookspecs.BATCH_HOOKS),
+        "operator hooks": len(hookspecs.OPERATOR_HOOKS),
+    }
+    for what, count in counts.items():
+        said = re.search(rf"\b(\w+)(?: \w+)? {what}\b", summary)
+        assert said is not None, f"the summary does not count the {what}: {summary!r}"
+        assert said[1] == NUMBERS[count], f"the summary says {said[0]!r}; there are {count}"
+    optional = ORDINALS[len(hookspecs.BATCH_HOOKS) + len(hookspecs.DATAFRAME_HOOKS)]
+    assert len(hookspecs.DATAFRAME_HOOKS) == 1 and f"optional {optional}" in summary, summary
+
+
+def test_the_readme_table_names_every_hook():
+    first_cells = [
+        line.split("|")[1] for line in README.read_text().splitlines() if line.startswith("| `")
+    ]
+    named = {m for cell in first_cells for m in re.findall(r"`(\w+)\(", cell)}
+    assert named == set(specs())

@@ -12,7 +12,9 @@ import pyarrow as pa
 import structlog
 from sample_sinks import MemorySink
 
-from eosink import BatchContext, configure_logging, run_batch
+from eosink import configure_logging
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.logs import LogSettings, PhaseLogger, get_logger, redact, reset_logging
 from eosink.testing import LocalRunner
 

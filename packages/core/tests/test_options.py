@@ -3,7 +3,7 @@
 import attrs
 import pytest
 
-from eosink import ConfigurationError, options_from
+from eosink.plugin import ConfigurationError, options_from
 
 
 @attrs.frozen

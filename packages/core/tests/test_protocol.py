@@ -6,15 +6,9 @@ import pyarrow as pa
 import pytest
 from sample_sinks import STORES, DataFrameStagingSink, MemorySink
 
-import eosink
-from eosink import (
-    BatchContext,
-    CheckpointMismatchError,
-    MissingWriterIdError,
-    SinkError,
-    hookimpl,
-    run_batch,
-)
+from eosink import CheckpointMismatchError, MissingWriterIdError
+from eosink.plugin import BatchContext, SinkError, Staged, hookimpl
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink.testing.conformance import SinkConformance
 
@@ -164,7 +158,7 @@ class MiscountingSink(DataFrameStagingSink):
     @hookimpl
     def write_dataframe(self, state, df):
         staged = super().write_dataframe(state, df)
-        return eosink.Staged(staged.message, rows=len(df) + 1)
+        return Staged(staged.message, rows=len(df) + 1)
 
 
 class UnobservedSink(DataFrameStagingSink):
@@ -174,7 +168,7 @@ class UnobservedSink(DataFrameStagingSink):
     def write_dataframe(self, state, df):
         key = (state, "dataframe", 0)
         STORES[self.options.name]["staged"][key] = list(df)
-        return eosink.Staged(key, rows=len(df))
+        return Staged(key, rows=len(df))
 
 
 @pytest.mark.parametrize(

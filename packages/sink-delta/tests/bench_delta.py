@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 import structlog
 
 import eosink
+from eosink.plugin import hookimpl
 from eosink.testing.s3 import s3_server
 from eosink.testing.spark import local_spark
 
@@ -71,7 +72,7 @@ class CommitTimer:
     def __init__(self) -> None:
         self.durations: list[float] = []
 
-    @eosink.hookimpl(wrapper=True)
+    @hookimpl(wrapper=True)
     def commit(self):  # noqa: ANN201
         started = time.perf_counter()
         try:

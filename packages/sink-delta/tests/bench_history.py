@@ -41,7 +41,7 @@ from delta_history import age_log, copy_table, synthesize
 from eosink_delta import snapshot
 from eosink_delta.sink import DeltaSink
 
-from eosink import hookimpl
+from eosink.plugin import hookimpl
 
 
 class HookTimer:

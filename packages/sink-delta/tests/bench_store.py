@@ -26,7 +26,7 @@ import structlog
 from delta_helpers import rows, run
 from eosink_delta.sink import DeltaSink
 
-from eosink import hookimpl
+from eosink.plugin import hookimpl
 from eosink.testing.s3 import s3_server
 
 HOOKS = ("is_committed", "init", "commit")

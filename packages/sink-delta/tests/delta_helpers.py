@@ -13,7 +13,9 @@ from deltalake.transaction import CommitProperties, Transaction
 from eosink_delta.sink import DeltaSink
 from eosink_delta.proof import PROOF_KEY
 
-from eosink import BatchContext, BatchOutcome, Proof, run_batch
+from eosink import BatchOutcome
+from eosink.plugin import BatchContext, Proof
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 QUERY = "00000000-0000-4000-8000-00000000000a"

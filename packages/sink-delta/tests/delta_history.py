@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from eosink import Proof
+from eosink.plugin import Proof
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 QUERY = "00000000-0000-4000-8000-00000000000a"

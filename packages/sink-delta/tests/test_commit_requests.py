@@ -20,7 +20,7 @@ from delta_helpers import rows, run
 from delta_history import synthesize
 from eosink_delta.sink import DeltaSink
 
-from eosink import hookimpl
+from eosink.plugin import hookimpl
 from eosink.testing.s3 import Fault, S3Bucket, S3Faults
 
 #: Never fires (a ``delay`` of nothing from the billionth request on): it only counts.

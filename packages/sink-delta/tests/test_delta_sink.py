@@ -1,4 +1,5 @@
-"""The delta sink without Spark: seed 002, the log's contents, modes, types, retention, races."""
+"""The delta sink without Spark: batch-job versions (Delta's txnAppId/txnVersion), the log's
+contents, modes, types, retention, races."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from delta_helpers import QUERY, commit_elsewhere, log_actions, rows, run, txns
 from delta_history import age_log
 
 import eosink
-from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof
 from eosink.registry import plugin_manager
 
 

@@ -20,7 +20,8 @@ from eosink_delta import delta_spark as engines
 from eosink_delta.sink import DeltaSink, read_table
 from delta_helpers import QUERY, rows, run, txns
 
-from eosink import BatchContext, CheckpointMismatchError, ConfigurationError
+from eosink import CheckpointMismatchError
+from eosink.plugin import BatchContext, ConfigurationError
 
 
 class EmulatedDeltaWriter:

@@ -22,7 +22,8 @@ from delta_helpers import log_actions, run
 from eosink_delta.sink import DeltaSink
 from eosink_delta.table import partition_value
 
-from eosink import BatchContext, ConfigurationError, run_batch
+from eosink.plugin import BatchContext, ConfigurationError
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 NAN_PAYLOAD = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]

@@ -18,6 +18,7 @@ from eosink_delta.sink import DeltaSink, read_table
 from eosink_delta.store import TableStore
 
 import eosink
+from eosink.plugin import BatchContext
 import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
@@ -220,7 +221,7 @@ def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, cap
             run(s3_sink(s3_bucket), 1, [bad])
         assert secret not in str(info.value) and secret not in repr(info.value)
         proof = sink.is_committed(
-            eosink.BatchContext(sink="delta", writer_id="w", batch_id=0, kind="stream")
+            BatchContext(sink="delta", writer_id="w", batch_id=0, kind="stream")
         )
         assert proof is not None and secret not in repr(proof)
     finally:

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 from delta_helpers import log_actions
 from eosink_delta.sink import DeltaSink
 
-from eosink import BatchContext, ConfigurationError
+from eosink.plugin import BatchContext, ConfigurationError
 from eosink.process import simulated_process
 from eosink.protocol import WriteTask, driver_plugins, finish, prepare, run_batch
 from eosink.registry import plugin_manager

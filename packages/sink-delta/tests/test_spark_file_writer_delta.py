@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from delta_helpers import log_actions, log_version, txns
 
 import eosink
+from eosink.plugin import hookimpl
 from eosink import ConfigurationError
 from eosink.errors import StagedRowsMismatchError
 from eosink.testing.faults import FaultPlugin, InjectedCrash
@@ -173,7 +174,7 @@ def leftover_of_another_attempt(path: str):
     a function, so that Spark's workers get it by value (they cannot import the tests)."""
 
     class LeftoverOfAnotherAttempt:
-        @eosink.hookimpl(wrapper=True)
+        @hookimpl(wrapper=True)
         def write(self, partition_id: int):
             if partition_id == 0:
                 (staging,) = os.listdir(os.path.join(path, "_eosink_staging"))

@@ -48,7 +48,7 @@ WRITER = "bench"
 def run_batches(
     out: str, first: int, count: int, trigger_s: float, storage_options: dict | None = None
 ) -> dict[str, float]:
-    from eosink import BatchContext
+    from eosink.plugin import BatchContext
     from eosink.model import Proof
     from eosink_files.sink import FilesMessage, FilesSink
     from eosink_files.writers import WrittenFile

@@ -9,7 +9,8 @@ import time
 
 import pyarrow as pa
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 

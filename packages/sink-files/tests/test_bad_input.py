@@ -176,7 +176,7 @@ def test_engine_is_the_old_name_of_file_writer(tmp_path):
     """``engine`` still works (Python keyword and Spark option); ``file_writer`` is the name."""
     from eosink_files.options import FilesOptions
 
-    from eosink import options_from
+    from eosink.plugin import options_from
 
     path = str(tmp_path)
     assert FilesOptions(path=path).file_writer == "auto"

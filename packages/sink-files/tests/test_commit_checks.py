@@ -16,7 +16,8 @@ from eosink_files.manifest_commit import UnreadableFilesError
 from eosink_files.sink import FilesSink
 from files_helpers import rows, run
 
-from eosink import BatchContext, ConfigurationError, hookimpl, run_batch
+from eosink.plugin import BatchContext, ConfigurationError, hookimpl
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 
@@ -97,7 +98,7 @@ def test_commit_refuses_rows_without_files(tmp_path):
     # moved no file of them into the folder, yet the batch counted rows
     import pyarrow as pa
 
-    from eosink import Proof
+    from eosink.plugin import Proof
     from eosink_files.sink import FilesMessage
 
     out = str(tmp_path / "out")

@@ -13,7 +13,7 @@ from eosink_files.manifest_commit import placement
 from eosink_files.sink import FilesSink
 from files_helpers import rows, run
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.registry import plugin_manager
 
 
@@ -213,7 +213,7 @@ def test_cleanup_removes_stale_staging_folders_of_the_spark_file_writer(tmp_path
 
 def test_abort_removes_the_attempts_files(tmp_path):
     from eosink.testing.faults import FaultPlugin, InjectedCrash
-    from eosink import run_batch
+    from eosink.testing import run_batch
     from eosink.testing.local import LocalRunner
 
     out = tmp_path / "out"

@@ -21,7 +21,7 @@ from eosink_files.sink import FilesSink
 from eosink_files.store import LocalStore
 from files_helpers import rows, run
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.clock import set_clock
 from eosink.process import forget_process, simulated_process
 from eosink.protocol import WriteTask, driver_plugins, finish, prepare

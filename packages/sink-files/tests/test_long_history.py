@@ -18,7 +18,7 @@ from eosink_files.sink import FilesSink
 from eosink_files.store import LocalStore
 from files_helpers import commit_elsewhere, run, synthesize_history
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.registry import plugin_manager
 
 HISTORY = 1_200  # commits

@@ -26,7 +26,8 @@ from spark_manifest_oracle import (
     unescape_path_name,
 )
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 UTC = dt.timezone.utc

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import eosink
+from eosink.plugin import hookimpl
 from eosink import ConfigurationError
 from eosink.errors import StagedRowsMismatchError
 from eosink.testing.faults import FaultPlugin, InjectedCrash
@@ -116,7 +117,7 @@ def leftover_of_another_attempt(out: str):
     a function, so that Spark's workers get it by value (they cannot import the tests)."""
 
     class LeftoverOfAnotherAttempt:
-        @eosink.hookimpl(wrapper=True)
+        @hookimpl(wrapper=True)
         def write(self, partition_id: int):
             if partition_id == 0:
                 (staging,) = os.listdir(os.path.join(out, "_eosink_staging"))

@@ -24,7 +24,7 @@ from eosink_files.fsspec_store import FsspecStore
 from eosink_files.store import LocalStore
 from files_helpers import rows, run
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.registry import plugin_manager
 
 

@@ -37,7 +37,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink import BatchContext, hookimpl, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 

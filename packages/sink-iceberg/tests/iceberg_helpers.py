@@ -10,7 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink import BatchContext, BatchOutcome, run_batch
+from eosink import BatchOutcome
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 QUERY = "00000000-0000-4000-8000-00000000000b"

@@ -8,7 +8,7 @@ import pytest
 from eosink_iceberg.sink import IcebergSink
 from iceberg_helpers import TABLE, catalog_properties, load, read_pyiceberg, rows, run
 
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink.protocol import prepare
 from eosink.registry import plugin_manager
 

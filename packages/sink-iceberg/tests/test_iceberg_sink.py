@@ -22,7 +22,8 @@ from iceberg_helpers import (
     run,
 )
 
-from eosink import BatchContext, hookimpl, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.protocol import prepare
 from eosink.registry import plugin_manager
 from eosink.testing.local import LocalRunner
@@ -101,7 +102,7 @@ def test_zombie_loses_even_where_the_table_asks_pyiceberg_to_retry(sink, catalog
     ]
     assert run(sink, 1).status == "committed"  # the restarted driver's attempt
     # the zombie's commit, from the head it planned on: a conflict, then the proof says done
-    from eosink import AlreadyCommitted
+    from eosink.plugin import AlreadyCommitted
 
     with pytest.raises(AlreadyCommitted):
         pm.hook.commit(ctx=ctx, state=state, messages=results, proof=_proof(ctx))
@@ -109,7 +110,7 @@ def test_zombie_loses_even_where_the_table_asks_pyiceberg_to_retry(sink, catalog
 
 
 def _proof(ctx):
-    from eosink import Proof
+    from eosink.plugin import Proof
 
     return Proof(ctx.writer_id, ctx.batch_id, ctx.query_id, ctx.checkpoint, rows=5)
 
@@ -138,7 +139,7 @@ def test_zombie_committing_on_a_stale_head_is_refused_by_the_catalog(sink, catal
         return table
 
     zombie._decide = decide_then_lose_the_race.__get__(zombie)
-    from eosink import AlreadyCommitted
+    from eosink.plugin import AlreadyCommitted
 
     with pytest.raises(AlreadyCommitted):
         zombie.commit(ctx, state, results, _proof(ctx))

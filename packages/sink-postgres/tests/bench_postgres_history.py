@@ -27,8 +27,8 @@ import pyarrow as pa
 import structlog
 
 import eosink
-from eosink.plugin import hookimpl
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 from eosink.testing.postgres import postgres_server_running
 

@@ -58,7 +58,8 @@ def run(
     query_id: str = "00000000-0000-4000-8000-000000000001",
 ):
     """One batch through the real protocol (executors in this process)."""
-    from eosink import BatchContext, run_batch
+    from eosink.plugin import BatchContext
+    from eosink.testing import run_batch
     from eosink.testing.local import LocalRunner
 
     ctx = BatchContext(

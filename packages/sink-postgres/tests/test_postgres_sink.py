@@ -14,7 +14,7 @@ from eosink_postgres.sink import PostgresSink
 from pg_faults import FaultProxy
 from pg_helpers import admin, batch_rows, expected_ids, ids, read_table, run, staging_tables
 
-from eosink import EosinkError, SinkError, clock, hookimpl
+from eosink.plugin import EosinkError, SinkError, clock, hookimpl
 from eosink.registry import plugin_manager
 from eosink.testing.faultfs import StoreFault
 from eosink.testing.faults import FaultPlugin, InjectedCrash
@@ -264,7 +264,7 @@ def test_status_verify_and_cleanup(database):
     run(PostgresSink(url=database, table="events"), 0, batch_rows(1), writer_id="b")
 
     class KillDriver:  # the driver dies after the tasks staged, before abort can run
-        from eosink import hookimpl
+        from eosink.plugin import hookimpl
 
         @hookimpl(wrapper=True)
         def abort(self):

@@ -26,7 +26,8 @@ import time
 
 import pyarrow as pa
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink_yt_common import yt_rows
 from eosink_yt_dynamic import YtDynamicSink, create_output_table

@@ -12,7 +12,8 @@ from typing import Any
 import pyarrow as pa
 from conftest import make_sink_for
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink_yt_dynamic import YtDynamicSink
 

@@ -1,4 +1,5 @@
-"""Every row of the seed's "Common configuration errors" table, caught before data is damaged.
+"""Every row of the "Common configuration errors" table of SPYT's idempotent receiver
+documentation, caught before data is damaged.
 
 Each test commits one good batch first, then runs the misconfigured one and checks the error
 (which names the fix) and that the table still holds exactly the good batch.
@@ -10,7 +11,8 @@ import pyarrow as pa
 import pytest
 from conftest import OUT, make_sink_for, rows_schema, table_rows
 
-from eosink import BatchContext, ConfigurationError, run_batch
+from eosink.plugin import BatchContext, ConfigurationError
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink_yt_dynamic import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, create_output_table
 from eosink_yt_dynamic.tables import ensure_dynamic_table

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from conftest import OUT, make_sink_for, rows_schema, table_rows
 
-from eosink import hookimpl
+from eosink.plugin import hookimpl
 from eosink.testing.conformance import SinkConformance
 from eosink_yt_dynamic import YtDynamicSink, create_output_table
 from eosink_yt_dynamic.sink import WriteState

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from conftest import OUT, make_sink_for, table_rows
 
-from eosink import BatchContext, hookimpl, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 
 CONFLICT = 1700

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pytest
 from conftest import OUT, make_sink_for, rows_schema, table_rows
 
-from eosink import BatchContext, ConfigurationError, hookimpl, run_batch
+from eosink.plugin import BatchContext, ConfigurationError, hookimpl
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink_yt_dynamic import create_output_table
 

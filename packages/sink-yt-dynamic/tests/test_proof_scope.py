@@ -10,7 +10,8 @@ from __future__ import annotations
 import pyarrow as pa
 from conftest import OUT, make_sink_for, rows_schema, table_rows
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing import LocalRunner
 from eosink_yt_dynamic import create_output_table
 

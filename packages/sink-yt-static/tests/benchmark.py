@@ -33,7 +33,8 @@ from typing import Any
 import pyarrow as pa
 import structlog
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.logs import PhaseLogger
 from eosink_yt_common import yt_rows, yt_schema
 from eosink_yt_emulator.server import YtEmulator

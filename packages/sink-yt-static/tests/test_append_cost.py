@@ -7,7 +7,8 @@ import pyarrow as pa
 from conftest import TABLE
 from yt_static_helpers import leftovers, open_transactions, read_rows
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 
 

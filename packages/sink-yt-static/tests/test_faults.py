@@ -19,7 +19,8 @@ import pytest
 from conftest import TABLE
 from yt_static_helpers import leftovers, open_transactions, read_rows
 
-from eosink import BatchContext, hookimpl, run_batch
+from eosink.plugin import BatchContext, hookimpl
+from eosink.testing import run_batch
 from eosink.crash import set_crash_handler
 from eosink.protocol import WriteTask, driver_plugins, prepare
 from eosink.registry import plugin_manager
@@ -242,7 +243,8 @@ def test_driver_dead_on_a_newer_batch_aborts_the_stale_main_tx(sink, yt):
 KILLER = textwrap.dedent(
     """
     import os, pickle, sys
-    from eosink import BatchContext, run_batch
+    from eosink.plugin import BatchContext
+    from eosink.testing import run_batch
     from eosink.crash import set_crash_handler
     from eosink.testing.conformance import SinkConformance
     from eosink.testing.local import LocalRunner
@@ -260,7 +262,7 @@ KILLER = textwrap.dedent(
     set_crash_handler(die)
 
     class DieAfterWrites:
-        from eosink import hookimpl
+        from eosink.plugin import hookimpl
         @hookimpl(wrapper=True)
         def commit(self):
             if point == "before-commit":

@@ -16,7 +16,7 @@ import pytest
 from test_faults import FAST, KIT, ThreadedRunner, assert_clean, ctx
 from yt_static_helpers import keepers
 
-from eosink import run_batch
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 from eosink_yt_static import keeper
 from eosink_yt_static import tx as txs

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import strategies as st
 from yt import yson
 
-from eosink import BatchContext, ConfigurationError, run_batch
+from eosink.plugin import BatchContext, ConfigurationError
+from eosink.testing import run_batch
 from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation

@@ -10,7 +10,8 @@ from conftest import TABLE
 from yt_static_helpers import leftovers, open_transactions, read_rows
 
 import eosink
-from eosink import BatchContext, ConfigurationError, run_batch
+from eosink.plugin import BatchContext, ConfigurationError
+from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
 from eosink_yt_static.sink import PROOFS_ATTR, YtStaticSink
 from eosink_yt_static.tx import node_key

@@ -11,7 +11,8 @@ from conftest import TABLE
 from test_faults import FAST, KIT, _prepare_and_write, assert_clean
 from yt_static_helpers import leftovers, open_transactions, read_rows
 
-from eosink import BatchContext, run_batch
+from eosink.plugin import BatchContext
+from eosink.testing import run_batch
 from eosink.protocol import finish
 from eosink.testing.local import LocalRunner
 

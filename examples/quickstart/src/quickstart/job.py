@@ -20,7 +20,7 @@ import time
 import structlog
 
 import eosink
-from eosink import hookimpl
+from eosink.plugin import hookimpl
 from eosink_files.sink import FilesSink
 
 WRITER_ID = "quickstart"

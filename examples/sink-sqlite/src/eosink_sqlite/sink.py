@@ -22,9 +22,16 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-import eosink
 from eosink_sqlite.cli import SqliteCommands
-from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink.plugin import (
+    AlreadyCommitted,
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    Sink,
+    crash_point,
+    hookimpl,
+)
 
 PROOFS = "_eosink_commits"
 STAGING = "_eosink_staging"
@@ -64,7 +71,7 @@ def _plain(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
 
-class SqliteSink(SqliteCommands, eosink.Sink):
+class SqliteSink(SqliteCommands, Sink):
     """Exactly-once into a SQLite table; data and proof commit in one transaction."""
 
     name = "sqlite"

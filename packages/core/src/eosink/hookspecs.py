@@ -1,26 +1,40 @@
-"""The contract between the eosink core and a sink: five pluggy hooks and an optional sixth.
+"""The contract between the eosink core and a sink: nine pluggy hooks, five for every batch, an
+optional sixth that stages a batch with Spark's writers, and three optional operator hooks.
+
+These docstrings are the one source of the contract's prose: ``docs/hooks.md`` is generated
+from them (``packages/core/tests/hooks_doc.py``), and a test fails when the two differ.
 
 For every micro-batch (or batch-job version) the core, on the driver, runs::
 
     proof = is_committed(ctx)            # driver
     if proof covers the batch: skip      # logged and counted, nothing else runs
     state = init(ctx, schema)            # driver
-    messages = [write(ctx, state, partition_id, batches) for each partition]   # executors
-        # or, where the sink offers it and the front door holds a DataFrame:
+    messages = [write(ctx, state, partition_id, attempt, batches) for each partition]
+        # executors; or, where the sink offers it and the front door holds a DataFrame:
         # messages = [write_dataframe(ctx, state, df).message]                  # driver
     commit(ctx, state, messages, proof)  # driver: data + proof in one atomic step
     on any failure: abort(ctx, state, messages), then re-raise
 
 A sink is a class registered under the entry point group ``eosink.sinks``; one instance of it is
-registered in a plugin manager of its own, so a hook call reaches exactly one sink. Other
-plugins (logging, metrics, fault injection, a user's own) may wrap any phase with
-``@hookimpl(wrapper=True)``. As in pluggy and pytest, an implementation may accept any subset of
-a hook's arguments, by name.
+registered in a plugin manager of its own, so a hook call reaches exactly one sink. It marks
+its implementations with :data:`eosink.plugin.hookimpl` (deriving from
+:class:`eosink.plugin.Sink` gives the usual shape). Other plugins (logging, metrics, fault
+injection, a user's own) may wrap any phase with ``@hookimpl(wrapper=True)``. As in pluggy and
+pytest, an implementation may accept any subset of a hook's arguments, by name.
 
 Every argument and return value crosses a process boundary somewhere (driver to executor,
 executor to driver, or driver to a fresh Spark worker in the data-source front door), so states
 and messages must be small and picklable, and a sink instance must be re-creatable from its
 options alone.
+
+The operator hooks serve the ``eosink`` command: ``eosink status|verify|cleanup SINK TARGET``
+builds the sink from TARGET (its ``path`` option) and the connection options on the command
+line (``--proxy``, ``--token``, ``-o key=value``: the sink's own option names), then calls one
+of them on it, on the operator's machine, not in a Spark job. A sink that does not implement
+one makes the command say so; third-party sinks may implement any subset (the example
+``sqlite`` sink has no ``cleanup_target``). They return the attrs reports of
+:mod:`eosink.reports` (``TargetStatus``, ``Verification``, ``CleanupReport``), which
+:mod:`eosink.plugin` offers too.
 """
 
 from __future__ import annotations
@@ -40,6 +54,13 @@ PROJECT = "eosink"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: The hooks every sink implements, in the order the core calls them for a batch.
+BATCH_HOOKS = ("is_committed", "init", "write", "commit", "abort")
+#: Optional: the whole batch staged with Spark's own writers instead of ``write``.
+DATAFRAME_HOOKS = ("write_dataframe",)
+#: Optional: what the ``eosink`` command's ``status``, ``verify`` and ``cleanup`` ask a sink.
+OPERATOR_HOOKS = ("target_status", "verify_target", "cleanup_target")
 
 
 @hookspec(firstresult=True)
@@ -116,7 +137,7 @@ def write_dataframe(ctx: BatchContext, state: Any, df: Any) -> Staged | None:
     sink whose store Spark can write (a file format, a table format with a Spark writer) is
     faster letting Spark stage the data.
 
-    How: stage through :func:`eosink.spark.stage_dataframe` (Spark writes the batch into a
+    How: stage through :func:`eosink.plugin.stage_dataframe` (Spark writes the batch into a
     staging folder of the attempt; the core counts the rows, and that count becomes the
     proof's; executor plugins such as fault injection wrap its tasks), move the part files it
     returns where ``commit`` expects them, and describe them in the message.
@@ -145,8 +166,8 @@ def commit(ctx: BatchContext, state: Any, messages: list[Any], proof: Proof) -> 
     safe to call again for the same batch: if the proof of this batch (or a later one) of this
     writer is already in the target, publish nothing and raise
     :class:`~eosink.errors.AlreadyCommitted` (the core then treats the attempt as skipped).
-    Sinks may call :func:`eosink.crash_point` between internal steps so the conformance kit can
-    crash there. Must never publish data without the proof or the proof without the data.
+    Sinks may call :func:`eosink.plugin.crash_point` between internal steps so the conformance
+    kit can crash there. Must never publish data without the proof or the proof without the data.
     """
 
 
@@ -172,20 +193,14 @@ def abort(ctx: BatchContext, state: Any, messages: list[Any]) -> None:
     everything; not found means no proof references its staged objects, so it may delete them.
     The files and delta sinks do this (a store whose commit *moves* the staged data inside its
     transaction has nothing staged left after a landed commit: ``examples/sink-sqlite``). The
-    conformance kit's
-    ``test_abort_after_landed_commit_keeps_published_data`` fails a sink that does not.
+    conformance kit's ``test_abort_after_landed_commit_keeps_published_data`` fails a sink that
+    does not.
 
     Guarantees: errors raised here are logged and swallowed, never hiding the original failure.
     Must never delete or change anything a commit published: an attempt's staged objects that
     no proof references are the only things it may remove. Leftovers it cannot remove are
     orphans that the sink's cleanup removes later.
     """
-
-
-# -- Operator hooks: the ``eosink`` command (optional) -----------------------------------------
-# ``eosink status|verify|cleanup SINK TARGET`` builds the sink from TARGET (its ``path``) and
-# the connection options given on the command line, then calls one of these on it. A sink
-# that does not implement one makes the command say so; third-party sinks may skip them all.
 
 
 @hookspec(firstresult=True)

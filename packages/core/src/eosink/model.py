@@ -22,7 +22,8 @@ class BatchContext:
     """Who writes which batch, and how.
 
     ``batch_id`` is Spark's micro-batch id for streams and the caller's version for batch
-    jobs (seed 002's ``txnVersion``); either way the skip rule is the same:
+    jobs (as Delta's ``txnVersion`` in its idempotent writes across jobs); either way the skip
+    rule is the same:
     ``batch_id <= last committed batch of writer_id`` means "already done".
     """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
 from eosink.logs import get_logger
 from eosink_delta.proof import ATTEMPT_KEY, PROOF_KEY, last_version
 from eosink_delta.schema import check_schema, delta_fields, fields_of

@@ -2,7 +2,8 @@
 doors (``foreach_batch``, ``write_batch``), which choose the engine: delta-rs (eosink's
 protocol, :mod:`eosink_delta.sink`) or Delta's own Spark writer.
 
-``engine="delta-spark"`` is seed 002's path for Sparks that have the Delta jars::
+``engine="delta-spark"`` is Delta's own idempotent write across jobs (its ``txnAppId`` and
+``txnVersion`` writer options), for Sparks that have the Delta jars::
 
     df.write.format("delta").option("txnAppId", writer_id).option("txnVersion", batch_id)
 
@@ -23,7 +24,8 @@ import attrs
 
 from eosink.logs import get_logger
 import eosink
-from eosink import BatchContext, BatchOutcome, ConfigurationError, MissingWriterIdError, Proof
+from eosink import BatchOutcome, MissingWriterIdError
+from eosink.plugin import BatchContext, ConfigurationError, Proof
 from eosink.protocol import check_identity
 from eosink_delta.options import ENGINES, DeltaOptions
 from eosink_delta.sink import DeltaSink
@@ -193,7 +195,8 @@ def write_batch(
     mode: str = "append",
     **options: Any,
 ) -> BatchOutcome:
-    """A batch job's write, exactly once per (writer id, version): seed 002 on either engine."""
+    """A batch job's write, exactly once per (writer id, version), on either engine: Delta's
+    ``txnAppId``/``txnVersion`` rule, a version at or below the last committed one skipped."""
     if not writer_id:
         raise MissingWriterIdError("delta")
     options.setdefault("engine", "auto")

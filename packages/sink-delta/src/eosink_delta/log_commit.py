@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof
 from eosink.logs import get_logger
 from eosink_delta.log_view import LogView, TableLog, commit_path
 from eosink_delta.store import delta_options

@@ -13,7 +13,7 @@ import os
 from typing import Any
 from urllib.parse import unquote
 
-from eosink import ConfigurationError, Proof, hookimpl
+from eosink.plugin import ConfigurationError, Proof, hookimpl
 from eosink.reports import CleanupReport, TargetStatus, Verification
 
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.options import location, masked, names, storage_options
 
 Engine = Literal["delta-rs", "delta-spark", "auto"]

@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from eosink import BatchContext, EosinkError, Proof
+from eosink.plugin import BatchContext, EosinkError, Proof
 from eosink.logs import get_logger
 
 log = get_logger("eosink.delta")

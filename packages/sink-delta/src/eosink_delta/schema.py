@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 #: Stream type -> table type widenings that Delta applies on write (a lossless cast).
 WIDENINGS = {

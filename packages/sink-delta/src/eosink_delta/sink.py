@@ -35,13 +35,14 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-import eosink
-from eosink import (
+from eosink.plugin import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
+    Sink,
     SinkError,
+    Staged,
     crash_point,
     hookimpl,
 )
@@ -85,7 +86,7 @@ class DeltaState:
     table_schema: str  # the table's Delta schema (JSON) the plan was checked against
 
 
-class DeltaSink(DeltaOperatorHooks, eosink.Sink):
+class DeltaSink(DeltaOperatorHooks, Sink):
     """Exactly-once into a Delta table: files + ``txn`` + proof in one Delta commit."""
 
     name = "delta"
@@ -331,13 +332,13 @@ class DeltaSink(DeltaOperatorHooks, eosink.Sink):
                 pass  # an orphan; VACUUM removes it
 
     @hookimpl
-    def write_dataframe(self, state: DeltaState, df: Any) -> eosink.Staged | None:
+    def write_dataframe(self, state: DeltaState, df: Any) -> Staged | None:
         if not spark_file_writer.chooses_spark(self.options, self.uri, df, state.partition_by):
             return None
         message = spark_file_writer.stage(
             self.uri, self.options, df, state.attempt, state.plan, state.partition_by
         )
-        return eosink.Staged(message, message.rows)
+        return Staged(message, message.rows)
 
     # -- executors -------------------------------------------------------------------------
     @hookimpl

@@ -29,7 +29,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.spark import is_classic, stage_dataframe
 from eosink.spark.executors import arrow_schema
 from eosink_delta.options import DeltaOptions

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.options import MASK, secret_values
 
 log = get_logger("eosink.delta")

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.partitions import java_number_text
 from eosink_delta.store import PROBE_DIR, delta_options, filesystem
 

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_delta.log_view import LogView
 
 #: Writer features a blind append honours by writing nothing more.

@@ -28,7 +28,7 @@ import functools
 from typing import Any
 
 from eosink.logs import get_logger
-from eosink import clock
+from eosink.plugin import clock
 from eosink.reports import CleanupReport, Leftover
 from eosink_files.log import LOG_DIR
 from eosink_files.reader import _store, read_log

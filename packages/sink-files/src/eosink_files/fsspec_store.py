@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from eosink import ConfigurationError, clock
+from eosink.plugin import ConfigurationError, clock
 from eosink.options import MASK, secret_values
 from eosink_files.store import (
     CONDITIONAL_CREATE,

@@ -42,7 +42,7 @@ from typing import Any
 
 import attrs
 
-from eosink import SinkError
+from eosink.plugin import SinkError
 from eosink_files.proof import PROOF_PREFIX, ProofEntry
 
 LOG_DIR = "_spark_metadata"

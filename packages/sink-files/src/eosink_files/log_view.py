@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError, clock
+from eosink.plugin import ConfigurationError, clock
 from eosink.process import process_state
 from eosink_files.log import (
     LOG_DIR,

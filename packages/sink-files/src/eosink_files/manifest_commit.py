@@ -22,7 +22,14 @@ from typing import Any
 
 import attrs
 
-from eosink import AlreadyCommitted, BatchContext, ConfigurationError, Proof, SinkError, crash_point
+from eosink.plugin import (
+    AlreadyCommitted,
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    SinkError,
+    crash_point,
+)
 from eosink.logs import get_logger
 from eosink_files.log import (
     LOG_DIR,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eosink import hookimpl
+from eosink.plugin import hookimpl
 from eosink.reports import CleanupReport, TargetStatus, Verification
 
 

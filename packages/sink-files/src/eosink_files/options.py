@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.options import location, masked, names, storage_options
 
 FORMATS = ("parquet", "json", "csv")

@@ -2,9 +2,9 @@
 
 This is the ``files`` sink's exactly-once evidence, in one place:
 
-* **what**: a :class:`ProofEntry`, the core's :class:`eosink.Proof` (writer id, batch id, query
-  id, checkpoint, rows, fingerprint) plus the attempt that wrote it, the log id, the folder's
-  format, partitioning and the commit's mode;
+* **what**: a :class:`ProofEntry`, the core's :class:`eosink.plugin.Proof` (writer id, batch
+  id, query id, checkpoint, rows, fingerprint) plus the attempt that wrote it, the log id, the
+  folder's format, partitioning and the commit's mode;
 * **where**: at the top of the log file ``_spark_metadata/<id>`` that lists the batch's files
   (:mod:`eosink_files.log`), as an entry Spark's reader drops (a directory entry pointing at
   the log folder, with an extra ``"eosink"`` field Spark's parser ignores), so the files and
@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from eosink import BatchContext, Proof
+from eosink.plugin import BatchContext, Proof
 
 PROOF_PREFIX = '{"eosink":'
 #: Proofs kept per writer in a compact (the latest one is the skip evidence; older ones let

@@ -26,8 +26,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-import eosink
-from eosink import BatchContext, ConfigurationError, Proof, hookimpl
+from eosink.plugin import BatchContext, ConfigurationError, Proof, Sink, Staged, hookimpl
 from eosink.logs import get_logger
 from eosink_files import spark_file_writer
 from eosink_files.log import LOG_DIR
@@ -63,7 +62,7 @@ class FilesMessage:
     rows: int
 
 
-class FilesSink(FilesOperatorHooks, eosink.Sink):
+class FilesSink(FilesOperatorHooks, Sink):
     """Exactly-once files in a folder; each batch is published by one manifest log file."""
 
     name = "files"
@@ -209,12 +208,12 @@ class FilesSink(FilesOperatorHooks, eosink.Sink):
         )
 
     @hookimpl
-    def write_dataframe(self, state: FilesState, df: Any) -> eosink.Staged | None:
+    def write_dataframe(self, state: FilesState, df: Any) -> Staged | None:
         store = self._store()
         if not spark_file_writer.chooses_spark(self.options, store, df):
             return None
         files, rows = spark_file_writer.stage(store, self.options, df, state.attempt)
-        return eosink.Staged(FilesMessage(files=tuple(files), rows=rows), rows)
+        return Staged(FilesMessage(files=tuple(files), rows=rows), rows)
 
     # -- executors ---------------------------------------------------------------------------
     @hookimpl

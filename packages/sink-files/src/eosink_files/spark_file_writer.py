@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.spark import is_classic, stage_dataframe
 from eosink_files.options import FilesOptions, default_sizes
 from eosink_files.store import Store

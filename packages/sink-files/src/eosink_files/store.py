@@ -25,7 +25,7 @@ from typing import Any, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 #: fsspec protocols whose exclusive create ("xb") is atomic on the store's side.
 CONDITIONAL_CREATE = {"s3", "s3a", "gcs", "gs", "abfs", "abfss", "az"}

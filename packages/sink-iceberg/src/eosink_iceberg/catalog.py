@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from eosink import ConfigurationError, SinkError
+from eosink.plugin import ConfigurationError, SinkError
 from eosink.options import masked, secret_values
 
 from eosink_iceberg.options import IcebergOptions

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from eosink import clock
+from eosink.plugin import clock
 from eosink.logs import get_logger
 from eosink.reports import CleanupReport, Leftover
 from eosink_iceberg.files import FILE_PREFIX

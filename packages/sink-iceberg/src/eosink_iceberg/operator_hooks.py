@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eosink import ConfigurationError, hookimpl
+from eosink.plugin import ConfigurationError, hookimpl
 from eosink.reports import CleanupReport, TargetStatus, Verification
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.options import masked, names, option_key
 
 #: Spark options ``catalog.<property>`` are the entries of the ``catalog`` field.

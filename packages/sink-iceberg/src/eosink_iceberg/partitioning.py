@@ -8,7 +8,7 @@ agrees with every other Iceberg writer. Other transforms (``void``, unknown ones
 specs) are refused with a clear error: files in the wrong partition would be skipped by readers
 that prune on it.
 
-Grouping is by :func:`eosink.group_by_text`: rows share a file exactly when every field's
+Grouping is by :func:`eosink.plugin.group_by_text`: rows share a file exactly when every field's
 partition value is the same, NaN and ``-0.0``/``0.0`` included (they are distinct values of an
 identity partition), never by Arrow equality, which loses or duplicates those rows.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink import ConfigurationError, group_by_text
+from eosink.plugin import ConfigurationError, group_by_text
 
 #: ``name``, ``fn(col)``, ``fn(N, col)``
 _SPEC = re.compile(r"^\s*(?:(\w+)\s*\(\s*(?:(\d+)\s*,\s*)?([^()]+?)\s*\)|([^()]+?))\s*$")
@@ -258,7 +258,7 @@ def _combine(left: Any, right: Any) -> Any:
     """The groups of two fields together: one group per pair of groups that has rows."""
     import pyarrow.compute as pc
 
-    from eosink import PartitionGroups
+    from eosink.plugin import PartitionGroups
 
     width = len(right.keys)
     encoded = pc.dictionary_encode(pc.add(pc.multiply(left.ids, width), right.ids))

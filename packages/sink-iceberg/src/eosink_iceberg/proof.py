@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from eosink import Proof
+from eosink.plugin import Proof
 from eosink.logs import get_logger
 
 log = get_logger("eosink.iceberg")

@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 
 @attrs.frozen

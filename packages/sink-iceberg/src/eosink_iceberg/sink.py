@@ -32,12 +32,12 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-import eosink
-from eosink import (
+from eosink.plugin import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
+    Sink,
     SinkError,
     crash_point,
     hookimpl,
@@ -72,7 +72,7 @@ class IcebergState:
     layout: TableLayout
 
 
-class IcebergSink(IcebergOperatorHooks, eosink.Sink):
+class IcebergSink(IcebergOperatorHooks, Sink):
     """Exactly-once into an Iceberg table: files + proof in one catalog commit."""
 
     name = "iceberg"

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_postgres import store
 from eosink_postgres.options import SINK, PostgresOptions
 

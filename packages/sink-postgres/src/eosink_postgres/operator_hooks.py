@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg import sql
 
-from eosink import Proof, clock, hookimpl
+from eosink.plugin import Proof, clock, hookimpl
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 
 STAGING = "staging table"

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink.options import MASK, names
 
 MODES = ("append", "upsert")

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from eosink import BatchContext, Proof
+from eosink.plugin import BatchContext, Proof
 from eosink_postgres.options import PostgresOptions
 
 PROGRESS = "progress"

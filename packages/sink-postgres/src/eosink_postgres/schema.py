@@ -10,7 +10,7 @@ import psycopg
 import pyarrow as pa
 from psycopg import sql
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_postgres import proof, store
 from eosink_postgres.options import SINK, PostgresOptions
 from eosink_postgres.types import columns_sql, pg_type

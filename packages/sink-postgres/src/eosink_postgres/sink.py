@@ -32,13 +32,12 @@ import pyarrow as pa
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-import eosink
-from eosink.plugin import Sink
-from eosink import (
+from eosink.plugin import (
     AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
+    Sink,
     SinkError,
     clock,
     crash_point,

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from eosink import ConfigurationError, SinkError
+from eosink.plugin import ConfigurationError, SinkError
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 
 STAGING_PREFIX = "stg_"

@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 SINK = "sink 'postgres'"
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 #: The service columns SPYT adds to a streaming DataFrame read with include_service_columns.
 SPYT_TABLET_INDEX = "__spyt_streaming_src_tablet_index"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eosink import Proof, hookimpl
+from eosink.plugin import Proof, hookimpl
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from eosink import AlreadyCommitted, BatchContext, Proof
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof
 from eosink_yt_common import retry_unit
 from eosink_yt_dynamic.sources import Spans, decode_spans, encode_spans, merge_spans
 from eosink_yt_dynamic.tables import ensure_aux_table, ql_string

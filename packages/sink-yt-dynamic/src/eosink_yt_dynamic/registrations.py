@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 
 from eosink.logs import get_logger
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink_yt_common import retry_unit
 from eosink_yt_dynamic.keys import Runs, bucketed, first_common, union_runs
 from eosink_yt_dynamic.tables import ensure_aux_table, ql_string

@@ -13,9 +13,10 @@ the table ends up the same however often a batch runs. Hence:
   replays of long-committed batches are skipped without rewriting them; correctness never
   depends on that proof;
 * ``init`` refuses every configuration under which a key would not name one source row (the
-  seed's "Common configuration errors"), before anything is written; ``write`` refuses
-  duplicate and null keys (:mod:`eosink_yt_dynamic.registrations`) and rows another writer
-  wrote (:mod:`eosink_yt_dynamic.sources`) before writing the rows that carry them.
+  "Common configuration errors" of SPYT's idempotent receiver documentation), before anything
+  is written; ``write`` refuses duplicate and null keys (:mod:`eosink_yt_dynamic.registrations`)
+  and rows another writer wrote (:mod:`eosink_yt_dynamic.sources`) before writing the rows
+  that carry them.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ import attrs
 import pyarrow as pa
 
 from eosink.logs import get_logger
-import eosink
-from eosink import BatchContext, ConfigurationError, Proof, crash_point, hookimpl
+from eosink.plugin import BatchContext, ConfigurationError, Proof, Sink, crash_point, hookimpl
 from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
 from eosink_yt_dynamic.operator_hooks import YtDynamicOperatorHooks
 from eosink_yt_dynamic.keys import (
@@ -142,7 +142,7 @@ class WriteMessage:
         return self.chunks
 
 
-class YtDynamicSink(YtDynamicOperatorHooks, eosink.Sink):
+class YtDynamicSink(YtDynamicOperatorHooks, Sink):
     """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
 
     name = "yt-dynamic"

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_yt_dynamic.keys import KeyPlan
 
 #: source group (the key values before the row index) -> (first, last) row index

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_yt_common import yt_schema
 
 log = get_logger("eosink.yt_dynamic")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eosink import Proof, clock, hookimpl
+from eosink.plugin import Proof, clock, hookimpl
 from eosink.reports import CleanupReport, Leftover, TargetStatus, Verification
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_yt_common import YtClientOptions, YtConnection
 
 CLEANUPS = ("disabled", "truncate", "drop")

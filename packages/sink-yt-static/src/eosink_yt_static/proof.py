@@ -2,7 +2,7 @@
 
 This is the ``yt-static`` sink's exactly-once evidence, in one place:
 
-* **what**: the core's :class:`eosink.Proof` of each writer's latest batch, as JSON;
+* **what**: the core's :class:`eosink.plugin.Proof` of each writer's latest batch, as JSON;
 * **where**: the table's attribute ``@eosink_proofs`` = ``{writer id: proof JSON}``
   (:data:`PROOFS_ATTR`), set inside MainTx by the Commit SubTx
   (:func:`eosink_yt_static.publish.run` calls :func:`write_proof`): rows and proof
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eosink import Proof
+from eosink.plugin import Proof
 from eosink_yt_static import tx as txs
 
 #: The table attribute holding the proofs: ``{writer_id: proof json}``.

@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from eosink.logs import get_logger
-from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
 from eosink_yt_static import target
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions

@@ -29,8 +29,15 @@ from typing import Any
 import pyarrow as pa
 
 from eosink.logs import get_logger
-import eosink
-from eosink import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point, hookimpl
+from eosink.plugin import (
+    AlreadyCommitted,
+    BatchContext,
+    Proof,
+    Sink,
+    SinkError,
+    crash_point,
+    hookimpl,
+)
 from eosink_yt_common import key_columns, retry_unit
 from eosink_yt_static import keeper, publish, staging, target
 from eosink_yt_static import tx as txs
@@ -49,7 +56,7 @@ MAIN_COMMIT_ROUNDS = 5
 __all__ = ["PROOFS_ATTR", "YtStaticMessage", "YtStaticOptions", "YtStaticSink", "YtStaticState"]
 
 
-class YtStaticSink(YtStaticOperatorHooks, eosink.Sink):
+class YtStaticSink(YtStaticOperatorHooks, Sink):
     """Exactly-once into a YT static table through a per-batch transaction tree."""
 
     name = "yt-static"

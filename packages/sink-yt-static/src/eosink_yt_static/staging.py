@@ -20,7 +20,7 @@ import attrs
 import pyarrow as pa
 
 from eosink.logs import get_logger
-from eosink import BatchContext
+from eosink.plugin import BatchContext
 from eosink_yt_common import retry_unit, yt_rows
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from eosink.logs import get_logger
-from eosink import BatchContext, clock
+from eosink.plugin import BatchContext, clock
 from eosink_yt_common import retry_unit
 from eosink_yt_static import tx as txs
 from eosink_yt_static.options import YtStaticOptions

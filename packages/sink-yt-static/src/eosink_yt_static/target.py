@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 from eosink_yt_common import key_columns, yt_schema
 from eosink_yt_static import tx as txs
 from eosink_yt_static.proof import PROOFS_ATTR

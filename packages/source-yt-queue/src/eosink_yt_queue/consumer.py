@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eosink.logs import get_logger
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 from eosink_yt_queue.offsets import Tablet
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from eosink import ConfigurationError, EosinkError
+from eosink.plugin import ConfigurationError, EosinkError
 
 #: The version of the offset JSON this release writes and reads.
 VERSION = 1

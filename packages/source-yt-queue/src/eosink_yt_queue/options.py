@@ -1,7 +1,7 @@
 """The options of the ``eosink-yt-queue`` source, spelled and parsed once.
 
 Spark hands them as case-insensitive strings (``maxRowsPerTrigger`` arrives as
-``maxrowspertrigger``); :func:`eosink.options_from` maps any spelling onto these fields.
+``maxrowspertrigger``); :func:`eosink.plugin.options_from` maps any spelling onto these fields.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 from eosink_yt_common import YtClientOptions
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 #: Rows per ``pull_queue`` request (YT's own default batch is 1000 rows).
 PULL_ROWS = 10_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 from eosink_yt_queue.offsets import Tablet, TabletCounts, TabletRange, TrimmedRowsError
 

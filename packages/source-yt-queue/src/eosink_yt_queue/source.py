@@ -23,7 +23,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from eosink import ConfigurationError, options_from
+from eosink.plugin import ConfigurationError, options_from
 from eosink.logs import get_logger
 
 from eosink_yt_queue import consumer

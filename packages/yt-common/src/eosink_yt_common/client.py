@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 from eosink_yt_common.retry import client_retry_config
 

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 _SIMPLE = {
     pa.int8(): "int8",

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink import ConfigurationError
+from eosink.plugin import ConfigurationError
 
 #: YT type -> (Spark DDL type, Arrow type of the values as YT sends them, Arrow type Spark reads)
 _TYPES: dict[str, tuple[str, pa.DataType, pa.DataType]] = {

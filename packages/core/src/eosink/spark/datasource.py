@@ -289,7 +289,7 @@ class EosinkStreamWriter(_EosinkWriter, DataSourceStreamArrowWriter):
 
 
 class EosinkBatchWriter(_EosinkWriter, DataSourceArrowWriter):
-    """Batch jobs: the version option plays the batch id (seed 002)."""
+    """Batch jobs: the version option plays the batch id (as Delta's ``txnVersion``)."""
 
     def context(self, batch_id: int | None = None) -> BatchContext:
         version = self.options.get("version")

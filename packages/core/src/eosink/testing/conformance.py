@@ -253,7 +253,8 @@ class SinkConformance:
         self.assert_exactly(read_rows, self.expected_rows([2]))
 
     def test_batch_job_versions(self, make_sink, read_rows):
-        """Seed 002: version <= last is skipped; another writer id writes."""
+        """Batch jobs, as Delta's txnAppId/txnVersion: version <= last is skipped; another
+        writer id writes."""
         daily = self.run(make_sink(), 23424, writer_id="dailyETL", kind="batch")
         older = self.run(make_sink(), 23422, writer_id="dailyETL", kind="batch")
         same = self.run(make_sink(), 23424, writer_id="dailyETL", kind="batch")

@@ -1,7 +1,7 @@
 """Fault injection for crash tests: a cross-cutting plugin that crashes a batch at a chosen point.
 
 Points between phases are pluggy wrappers; points inside a sink's ``commit`` are the sink's own
-:func:`eosink.crash_point` calls, reached through a crash handler.
+:func:`eosink.plugin.crash_point` calls, reached through a crash handler.
 """
 
 from __future__ import annotations
