@@ -12,8 +12,8 @@ into a bucket of the loopback S3 server (``eosink.testing.s3``: moto in a child 
 mutating request at a time; ``--no-s3`` leaves them out), with the ratio to the same front door
 on local disk.
 
-    ./pants run packages/sink-delta/tests:bench             # 5 x 2M rows, local[2]
-    python packages/sink-delta/tests/bench_delta.py --rows 200000 --batches 3  # dev loop
+    ./pants run packages/sink-delta/benchmarks:throughput             # 5 x 2M rows, local[2]
+    ./pants run packages/sink-delta/benchmarks:throughput -- --rows 200000 --batches 3  # dev loop
 """
 
 from __future__ import annotations
