@@ -133,8 +133,15 @@ def configs(
                 writer_id="bench",
             )
         ).start()
-    if s3 is None:
-        return
+    if s3 is not None:
+        yield from s3_configs(base, tag, has_entry_point, s3)
+
+def s3_configs(base, tag: str, has_entry_point: bool, s3: Any):
+    """(name, start) of the paths that write into a fresh bucket of the loopback S3 server:
+    the data source and the arrow engine, as :func:`configs` on local disk."""
+    import eosink
+    from eosink_files.sink import FilesSink
+
     bucket = s3.create_bucket()
     storage = s3.fsspec_options()
     spark_storage = {
