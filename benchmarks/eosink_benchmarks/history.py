@@ -1,10 +1,10 @@
 """Section 3: the driver's per-batch cost as the history grows, eosink-files and eosink-delta.
 
-Both curves come from the packages' own benchmarks: ``eosink_files_benchmarks.log_cost.history`` (sink-files:
-a ``_spark_metadata`` log synthesized at each batch, 100 ms trigger) and
-``eosink_delta_benchmarks.history.measure`` (sink-delta: a table with that many commits and files, checkpoints
-where delta-rs writes them). In both the first batch of a process is the warm-up and is shown
-apart; the medians are of the batches after it.
+Both curves come from the packages' own benchmarks:
+``eosink_files_benchmarks.log_cost.history`` (sink-files: a ``_spark_metadata`` log synthesized
+at each batch, 100 ms trigger) and ``eosink_delta_benchmarks.history.measure`` (sink-delta: a
+table with that many commits and files, checkpoints where delta-rs writes them). In both the
+first batch of a process is the warm-up and is shown apart; the medians are of the batches after it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Section 1: throughput of every sink on the same stream, beside Spark's sinks.
 
-The stream and the paths are the packages' own benchmarks' (``eosink_files_benchmarks.throughput`` of
-sink-files: the input, noop, Spark's parquet sink and eosink-files' paths; ``eosink_delta_benchmarks.throughput``
-of sink-delta: eosink-delta's paths); this module adds the example third-party sink, the
-partitioned variant and the report's measuring rule.
+The stream and the paths are the packages' own benchmarks' (``eosink_files_benchmarks.throughput``
+of sink-files: the input, noop, Spark's parquet sink and eosink-files' paths;
+``eosink_delta_benchmarks.throughput`` of sink-delta: eosink-delta's paths); this module adds
+the example third-party sink, the partitioned variant and the report's measuring rule.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio
 from eosink_benchmarks.timing import Timings, measure
 
-#: A column of the stream with 50 distinct values (``eosink_files_benchmarks.throughput.make_input``).
+#: A column of the stream with 50 distinct values
+#: (``eosink_files_benchmarks.throughput.make_input``).
 PARTITION_COLUMN = "country"
 
 #: The files benchmark's names -> the report's.

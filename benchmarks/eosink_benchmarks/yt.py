@@ -39,7 +39,9 @@ def run_static(
             progress.step(f"yt-static warm-up: one {append_rows:,}-row append of each kind")
             static_writes.append_costs(bench, append_rows, sizes[:1], sizes[:1], parts, 1)
             progress.step(f"yt-static: appends into tables of {sizes} rows, {repeats} each")
-            return static_writes.append_costs(bench, append_rows, sizes, merge_sizes, parts, repeats)
+            return static_writes.append_costs(
+                bench, append_rows, sizes, merge_sizes, parts, repeats
+            )
     finally:
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 

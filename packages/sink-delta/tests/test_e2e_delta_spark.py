@@ -19,7 +19,14 @@ from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.faults import FaultPlugin
-from eosink.testing.replay import ROWS_PER_FILE, FILES, crash_once, json_stream, run_twice, write_json_source
+from eosink.testing.replay import (
+    FILES,
+    ROWS_PER_FILE,
+    crash_once,
+    json_stream,
+    run_twice,
+    write_json_source,
+)
 from eosink.testing.replay import assert_exactly as assert_exactly_once
 
 

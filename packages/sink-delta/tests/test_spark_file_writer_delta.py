@@ -176,7 +176,9 @@ def test_a_part_file_no_committed_attempt_wrote_is_not_committed(spark, tmp_path
             sink,
             writer_id="job",
             version=1,
-            executor_plugins=[LeftoverPartFile(os.path.join(path, "_eosink_staging"), id_type="int32")],
+            executor_plugins=[
+                LeftoverPartFile(os.path.join(path, "_eosink_staging"), id_type="int32")
+            ],
         )
     assert data_files(path) == []
     (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)

@@ -307,5 +307,6 @@ def measure(args: argparse.Namespace, endpoint: Any) -> None:
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
 
+
 if __name__ == "__main__":
     main()

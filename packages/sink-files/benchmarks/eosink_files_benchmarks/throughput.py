@@ -136,6 +136,7 @@ def configs(
     if s3 is not None:
         yield from s3_configs(base, tag, has_entry_point, s3)
 
+
 def s3_configs(base, tag: str, has_entry_point: bool, s3: Any):
     """(name, start) of the paths that write into a fresh bucket of the loopback S3 server:
     the data source and the arrow engine, as :func:`configs` on local disk."""
@@ -223,7 +224,9 @@ def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="eosink_files_benchmarks.throughput", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="eosink_files_benchmarks.throughput", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--rows", type=int, default=2_000_000, help="rows per micro-batch")
     parser.add_argument("--cores", type=int, default=2)

@@ -1,7 +1,8 @@
 """The query a test kills: ``python -m eosink.testing.killable_query <job file>``.
 
-Runs the :class:`QueryJob` in the file (written by :class:`~eosink.testing.killed_query.QueryProcesses`) to its end (trigger
-``availableNow``) on a local Spark. The job's folder is the file's folder: its ``armed`` marker
+Runs the :class:`QueryJob` in the file (written by
+:class:`~eosink.testing.killed_query.QueryProcesses`) to its end (trigger ``availableNow``) on a
+local Spark. The job's folder is the file's folder: its ``armed`` marker
 makes the task holding the stall row touch ``reached`` and wait; the checkpoint is ``ckpt``.
 """
 
@@ -51,13 +52,14 @@ class QueryJob:
         return cls(**json.loads(text))
 
 
-
 def holds(batch: Any, stall: dict[str, Any]) -> bool:
     """Whether a row of ``batch`` holds every value of ``stall`` for the columns it has."""
     columns = [c for c in stall if c in batch.schema.names]
     if not columns:
         return False
-    return any(all(row[c] == stall[c] for c in columns) for row in batch.select(columns).to_pylist())
+    return any(
+        all(row[c] == stall[c] for c in columns) for row in batch.select(columns).to_pylist()
+    )
 
 
 def stall_while_armed(work: str, stall: dict[str, Any]):

@@ -26,6 +26,7 @@ from types import TracebackType
 from eosink.testing import killable_query
 from eosink.testing.killable_query import QueryJob
 
+
 class QueryProcesses:
     """The query processes of one test in ``work``: started, killed, and at the end (a failing
     or cancelled test included) every process group still running is killed."""
@@ -79,12 +80,12 @@ class QueryProcesses:
         query = self.start(job)
         deadline = time.monotonic() + timeout_s
         while not (self.work / "reached").exists():
-            assert query.poll() is None, (
-                f"the query ended before reaching the stalled batch: {self.last_log()}"
-            )
-            assert time.monotonic() < deadline, (
-                f"the query never reached the stalled batch: {self.last_log()}"
-            )
+            assert (
+                query.poll() is None
+            ), f"the query ended before reaching the stalled batch: {self.last_log()}"
+            assert (
+                time.monotonic() < deadline
+            ), f"the query never reached the stalled batch: {self.last_log()}"
             time.sleep(0.2)
         time.sleep(self.settle_s)
         os.killpg(query.pid, signal.SIGKILL)

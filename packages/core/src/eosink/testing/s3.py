@@ -356,7 +356,6 @@ def _wait_until_up(url: str, timeout_s: float) -> None:
             time.sleep(0.1)
 
 
-
 __all__ = [
     "DROP_CONNECTION",
     "FAULTS_PATH",
@@ -417,4 +416,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-

@@ -344,9 +344,10 @@ class S3FaultTarget:
     503, ``lost_reply`` and ``short_write`` drop the connection (the client's own retries then
     decide what the sink sees). A fault on every kind of request counts them all together; a
     fault on deletes counts the deletes of one object and those of several (one POST on the
-    bucket) apart, ``after`` in each, since a POST on an object is a write. A ``path`` narrows the fault to requests on objects: the server
-    sees no key in a list or a delete of several objects. The server's plan is shared by every
-    client of the server: one target (and one history) at a time per server.
+    bucket) apart, ``after`` in each, since a POST on an object is a write. A ``path`` narrows
+    the fault to requests on objects: the server sees no key in a list or a delete of several
+    objects. The server's plan is shared by every client of the server: one target (and one
+    history) at a time per server.
     """
 
     def __init__(self, faults: S3Faults) -> None:

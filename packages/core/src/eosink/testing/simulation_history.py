@@ -1,6 +1,6 @@
 """The rule-based state machine of a generated history (see :mod:`eosink.testing.simulation`):
-its set-up, its steps, Spark's recovery at its end; :class:`~eosink.testing.simulation_judge.HistoryJudge`
-judges it."""
+its set-up, its steps, Spark's recovery at its end;
+:class:`~eosink.testing.simulation_judge.HistoryJudge` judges it."""
 
 from __future__ import annotations
 
@@ -263,7 +263,6 @@ class History(HistoryJudge, RuleBasedStateMachine):
         if outcome.status == "skipped" and (writer.index, writer.batch) in self.status:
             return
         raise AssertionError(f"a batch into a damaged target was {outcome.status}, not refused")
-
 
     def recover(self) -> None:
         """Spark's recovery: zombies finish or die, every writer replays its unfinished
