@@ -9,8 +9,6 @@ exactly the source rows.
 from __future__ import annotations
 
 import json
-import os
-from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -20,55 +18,28 @@ from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.faults import FaultPlugin
+from eosink.testing.replay import (
+    FILES,
+    assert_exactly,
+    crash_once,
+    json_stream,
+    run_twice,
+    write_json_source,
+)
 
-FILES, ROWS_PER_FILE, CRASH_ID = 4, 200, 2_150  # the crash hits the third micro-batch
+ROWS_PER_FILE = 200  # FILES files; the crash (CRASH_ID) hits the third micro-batch
 
 
 def write_source(folder):
-    os.makedirs(folder)
-    for n in range(FILES):
-        with open(os.path.join(folder, f"part-{n}.json"), "w") as f:
-            for i in range(ROWS_PER_FILE):
-                f.write(json.dumps({"id": n * 1000 + i, "name": f"r{n}-{i}"}) + "\n")
-    return [n * 1000 + i for n in range(FILES) for i in range(ROWS_PER_FILE)]
-
-
-def crash_once(marker: str):
-    """A transformation that fails the task holding CRASH_ID while ``marker`` exists."""
-
-    def apply(batches):
-        for batch in batches:
-            if os.path.exists(marker) and CRASH_ID in batch.column("id").to_pylist():
-                os.remove(marker)
-                raise RuntimeError("injected crash mid-batch")
-            yield batch
-
-    return apply
+    return write_json_source(folder, rows_per_file=ROWS_PER_FILE)
 
 
 def stream(spark, source, marker):
-    df = (
-        spark.readStream.schema("id long, name string")
-        .option("maxFilesPerTrigger", 1)
-        .json(source)
-        .repartition(2)
-    )
-    return df.mapInArrow(crash_once(marker), df.schema)
+    return json_stream(spark, source, crash_once(marker))
 
 
-def run_twice(start):
-    """Start the query; it must crash; start it again from the same checkpoint; it finishes."""
-    with pytest.raises(StreamingQueryException, match="injected crash"):
-        start().awaitTermination()
-    start().awaitTermination()
-
-
-def assert_exactly(rows, expected_ids):
-    held = Counter(r["id"] for r in rows)
-    assert sorted(held.elements()) == sorted(expected_ids), (
-        f"duplicates: {[i for i, n in held.items() if n > 1][:5]}, "
-        f"lost: {sorted(set(expected_ids) - set(held))[:5]}"
-    )
+def ids(rows):
+    return [r["id"] for r in rows]
 
 
 def test_foreach_batch_killed_mid_batch_and_restarted(spark, tmp_path):
@@ -89,7 +60,7 @@ def test_foreach_batch_killed_mid_batch_and_restarted(spark, tmp_path):
 
     run_twice(start)
     assert not marker.exists()
-    assert_exactly(read_rows(target), expected)
+    assert_exactly(ids(read_rows(target)), expected)
     assert writer.committed == FILES
 
 
@@ -118,7 +89,7 @@ def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
     with pytest.raises(StreamingQueryException, match="after commit"):
         start().awaitTermination()
     start().awaitTermination()
-    assert_exactly(read_rows(target), expected)
+    assert_exactly(ids(read_rows(target)), expected)
     assert [o.status for o in writer.outcomes].count("skipped") == 1
 
 
@@ -141,7 +112,7 @@ def test_data_source_killed_mid_batch_and_restarted(spark, tmp_path):
         )
 
     run_twice(start)
-    assert_exactly(read_rows(target), expected)
+    assert_exactly(ids(read_rows(target)), expected)
     proofs = read_rows(target, "_eosink_commits")
     assert sorted(p["batch_id"] for p in proofs) == list(range(FILES))
 

@@ -1,10 +1,10 @@
 """Section 3: the driver's per-batch cost as the history grows, eosink-files and eosink-delta.
 
-Both curves come from the packages' own benchmarks: ``bench_log_cost.history`` (sink-files:
-a ``_spark_metadata`` log synthesized at each batch, 100 ms trigger) and
-``bench_history.measure`` (sink-delta: a table with that many commits and files, checkpoints
-where delta-rs writes them). In both the first batch of a process is the warm-up and is shown
-apart; the medians are of the batches after it.
+Both curves come from the packages' own benchmarks:
+``eosink_files_benchmarks.log_cost.history`` (sink-files: a ``_spark_metadata`` log synthesized
+at each batch, 100 ms trigger) and ``eosink_delta_benchmarks.history.measure`` (sink-delta: a
+table with that many commits and files, checkpoints where delta-rs writes them). In both the
+first batch of a process is the warm-up and is shown apart; the medians are of the batches after it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import bench_history
-import bench_log_cost
+from eosink_delta_benchmarks import history as delta_history
+from eosink_files_benchmarks import log_cost
 
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio
@@ -35,11 +35,11 @@ def run(
     work: str, sizes: list[int], batches: int, progress: Progress
 ) -> dict[str, list[dict[str, Any]]]:
     progress.step(f"eosink-files at batches {sizes}")
-    files = bench_log_cost.history(os.path.join(work, "files"), sizes, batches + 1, TRIGGER_S)
+    files = log_cost.history(os.path.join(work, "files"), sizes, batches + 1, TRIGGER_S)
     delta = []
     for size in sizes:
         progress.step(f"eosink-delta at batch {size:,}")
-        delta.append(bench_history.measure(os.path.join(work, "delta"), size, batches))
+        delta.append(delta_history.measure(os.path.join(work, "delta"), size, batches))
     return {"files": files, "delta": delta}
 
 
@@ -85,7 +85,7 @@ def table(results: dict[str, list[dict[str, Any]]], batches: int) -> Table:
             "them; and it rebuilds the table's active-file list on every update, which the "
             "cleaned curve shows at 100k files. eosink-files reads only the latest compact "
             "once per process and lists the log once per batch; its compaction every 10th "
-            "batch copies the file list (bench_log_cost's compaction column).",
+            "batch copies the file list (the log_cost benchmark's compaction column).",
             "",
             SPARK_CURVE,
         ),

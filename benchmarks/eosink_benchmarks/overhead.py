@@ -83,25 +83,25 @@ def plain_rows(batch: int) -> list[list[pa.RecordBatch]]:
 
 def sinks(work: str, emu: Any) -> dict[str, tuple[Any, Callable[[int], list]]]:
     """name -> (sink, batch number -> partitions) of every sink, one instance per query."""
-    import bench_sink
-    import benchmark
+    from eosink_yt_dynamic_benchmarks import writes as dynamic_writes
+    from eosink_yt_static_benchmarks import writes as static_writes
     from eosink_delta.sink import DeltaSink
     from eosink_files.sink import FilesSink
     from eosink_sqlite.sink import SqliteSink
     from eosink_yt_dynamic import YtDynamicSink, create_output_table
 
     def dynamic_rows(batch: int) -> list:
-        return bench_sink.partitions(ROWS * PARTITIONS, PARTITIONS, batch)
+        return dynamic_writes.partitions(ROWS * PARTITIONS, PARTITIONS, batch)
 
     create_output_table(emu.client(), "//overhead/dynamic", dynamic_rows(0)[0][0].schema)
-    static = benchmark.Bench(emu).sink("//overhead/static")
+    static = static_writes.Bench(emu).sink("//overhead/static")
     return {
         "eosink-files": (FilesSink(path=os.path.join(work, "files")), plain_rows),
         "eosink-delta": (DeltaSink(path=os.path.join(work, "delta")), plain_rows),
         "eosink-sqlite (example)": (SqliteSink(path=os.path.join(work, "out.db")), plain_rows),
         "eosink-yt-static (emulator)": (
             static,
-            lambda batch: benchmark.partitions(
+            lambda batch: static_writes.partitions(
                 batch * ROWS * PARTITIONS, ROWS * PARTITIONS, PARTITIONS
             ),
         ),
@@ -110,7 +110,7 @@ def sinks(work: str, emu: Any) -> dict[str, tuple[Any, Callable[[int], list]]]:
                 proxy=emu.url,
                 path="//overhead/dynamic",
                 proxy_discovery=False,
-                client_config=emu.client_config(**bench_sink.PATIENT),
+                client_config=emu.client_config(**dynamic_writes.PATIENT),
             ),
             dynamic_rows,
         ),

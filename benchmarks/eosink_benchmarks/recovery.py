@@ -88,11 +88,11 @@ def cycle(folder: str, files: int, rows: int, together: bool) -> dict[str, tuple
     ``together``: one restarted process for all sinks (their queries share its cores), else
     one process per sink, one after the other.
     """
-    import bench_throughput
+    from eosink_files_benchmarks import throughput as files_throughput
 
     subs = {sink: os.path.join(folder, sink) for sink in SINKS}
     for sub in subs.values():
-        bench_throughput.make_input(os.path.join(sub, "in"), files, rows)
+        files_throughput.make_input(os.path.join(sub, "in"), files, rows)
     killed = spawn(folder, list(SINKS), "killed.log")
     try:
         wait_for(killed, {sub: 0 for sub in subs.values()})  # two batches committed in each
@@ -170,7 +170,7 @@ def table(results: list[Recovery], cycles: int, rows: int, together: bool) -> Ta
 
 def child(folder: str, sinks: list[str]) -> None:
     """The queries of a cycle (one per sink); run until killed."""
-    import bench_throughput
+    from eosink_files_benchmarks import throughput as files_throughput
 
     import eosink
     from eosink.testing.spark import local_spark
@@ -180,7 +180,7 @@ def child(folder: str, sinks: list[str]) -> None:
     queries = []
     for sink in sinks:
         sub = os.path.join(folder, sink)
-        writer = bench_throughput.stream(spark, os.path.join(sub, "in")).writeStream.option(
+        writer = files_throughput.stream(spark, os.path.join(sub, "in")).writeStream.option(
             "checkpointLocation", os.path.join(sub, "ckpt")
         )
         out = os.path.join(sub, "out")

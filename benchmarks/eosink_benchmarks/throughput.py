@@ -1,9 +1,9 @@
 """Section 1: throughput of every sink on the same stream, beside Spark's sinks.
 
-The stream and the paths are the packages' own benchmarks' (``bench_throughput`` of
-sink-files: the input, noop, Spark's parquet sink and eosink-files' paths; ``bench_delta``
-of sink-delta: eosink-delta's paths); this module adds the example third-party sink, the
-partitioned variant and the report's measuring rule.
+The stream and the paths are the packages' own benchmarks' (``eosink_files_benchmarks.throughput``
+of sink-files: the input, noop, Spark's parquet sink and eosink-files' paths;
+``eosink_delta_benchmarks.throughput`` of sink-delta: eosink-delta's paths); this module adds
+the example third-party sink, the partitioned variant and the report's measuring rule.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import bench_delta
-import bench_throughput
+from eosink_delta_benchmarks import throughput as delta_throughput
+from eosink_files_benchmarks import throughput as files_throughput
 
 import eosink
 from eosink.registry import installed_sinks
@@ -24,7 +24,8 @@ from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio
 from eosink_benchmarks.timing import Timings, measure
 
-#: A column of the stream with 50 distinct values (``bench_throughput.make_input``).
+#: A column of the stream with 50 distinct values
+#: (``eosink_files_benchmarks.throughput.make_input``).
 PARTITION_COLUMN = "country"
 
 #: The files benchmark's names -> the report's.
@@ -64,7 +65,7 @@ def path_starts(
     """name -> start() of a query writing ``source`` into ``folder``, or why it cannot run."""
     installed = installed_sinks()
     starts: dict[str, Callable[[], Any] | str] = {}
-    files = bench_throughput.configs(
+    files = files_throughput.configs(
         spark, folder, "q", source, "files" in installed, None, partition_by
     )
     for name, start in files:
@@ -73,12 +74,12 @@ def path_starts(
         del starts[NOOP]  # the same work as unpartitioned: noop writes nothing
 
     def writer() -> Any:
-        return bench_throughput.stream(spark, source).writeStream.trigger(availableNow=True)
+        return files_throughput.stream(spark, source).writeStream.trigger(availableNow=True)
 
     def out(name: str) -> tuple[str, str]:
         return os.path.join(folder, name), os.path.join(folder, name + "-ckpt")
 
-    delta = bench_delta.delta_paths(writer, out, partition_by=partition_by)
+    delta = delta_throughput.delta_paths(writer, out, partition_by=partition_by)
     for name, start in delta.items():
         usable = "delta" in installed  # every delta path finds the sink by its name
         starts[DELTA_NAMES[name]] = start if usable else "no `delta` entry point installed"
@@ -136,8 +137,8 @@ def run(
     """Both variants' timings; the warm-up reads a small copy of the stream."""
     source = os.path.join(work, "in")
     progress.step(f"writing the input: {batches} x {rows:,} rows")
-    bench_throughput.make_input(source, batches, rows)
-    bench_throughput.make_input(source + "-warm", 2, min(rows, bench_throughput.WARMUP_ROWS))
+    files_throughput.make_input(source, batches, rows)
+    files_throughput.make_input(source + "-warm", 2, min(rows, files_throughput.WARMUP_ROWS))
     variants = []
     for title, partition_by in (
         ("unpartitioned", ()),

@@ -1,7 +1,7 @@
 """Section 4: the YT sinks' cost as the table grows (yt-static) and next to a bare loop
 (yt-dynamic), both against the in-process YT proxy emulator, from the packages' own
-benchmarks (``benchmark.append_costs`` of sink-yt-static, ``bench_sink.measure`` of
-sink-yt-dynamic).
+benchmarks (``eosink_yt_static_benchmarks.writes.append_costs``,
+``eosink_yt_dynamic_benchmarks.writes.measure``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import logging
 import statistics
 from typing import Any
 
-import bench_sink
-import benchmark
+from eosink_yt_dynamic_benchmarks import writes as dynamic_writes
+from eosink_yt_static_benchmarks import writes as static_writes
 import structlog
 
 from eosink_benchmarks.progress import Progress
@@ -35,11 +35,13 @@ def run_static(
 ) -> list[dict[str, Any]]:
     structlog.reset_defaults()  # the benchmark reads the sink's info events
     try:
-        with benchmark.session() as bench:
+        with static_writes.session() as bench:
             progress.step(f"yt-static warm-up: one {append_rows:,}-row append of each kind")
-            benchmark.append_costs(bench, append_rows, sizes[:1], sizes[:1], parts, 1)
+            static_writes.append_costs(bench, append_rows, sizes[:1], sizes[:1], parts, 1)
             progress.step(f"yt-static: appends into tables of {sizes} rows, {repeats} each")
-            return benchmark.append_costs(bench, append_rows, sizes, merge_sizes, parts, repeats)
+            return static_writes.append_costs(
+                bench, append_rows, sizes, merge_sizes, parts, repeats
+            )
     finally:
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
@@ -48,7 +50,7 @@ def run_dynamic(rows: int, parts: int, repeat: int, progress: Progress) -> dict[
     progress.step(
         f"yt-dynamic: {rows:,} rows in {parts} partitions, each variant warmed, best of {repeat}"
     )
-    return bench_sink.measure(rows, parts, repeat)
+    return dynamic_writes.measure(rows, parts, repeat)
 
 
 def static_table(results: list[dict[str, Any]], append_rows: int, repeats: int) -> Table:
@@ -81,7 +83,7 @@ def static_table(results: list[dict[str, Any]], append_rows: int, repeats: int) 
 def dynamic_table(times: dict[str, list[float]], rows: int, parts: int, repeat: int) -> Table:
     bare = min(times["bare"])
     body = []
-    for name, (label, _, _) in bench_sink.VARIANTS.items():
+    for name, (label, _, _) in dynamic_writes.VARIANTS.items():
         best = min(times[name])
         versus = "" if name == "bare" else f"{100 * (best / bare - 1):+.1f}%"
         body.append(

@@ -9,8 +9,6 @@ hold exactly the source rows, and the Delta log exactly one ``txn`` per committe
 from __future__ import annotations
 
 import json
-import os
-from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -21,8 +19,15 @@ from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.faults import FaultPlugin
-
-FILES, ROWS_PER_FILE, CRASH_ID = 4, 300, 2_150  # the crash hits the third micro-batch
+from eosink.testing.replay import (
+    FILES,
+    ROWS_PER_FILE,
+    crash_once,
+    json_stream,
+    run_twice,
+    write_json_source,
+)
+from eosink.testing.replay import assert_exactly as assert_exactly_once
 
 
 @pytest.fixture(scope="session")
@@ -34,52 +39,24 @@ def spark():
     session.stop()
 
 
+SCHEMA = "id long, name string, ts timestamp"
+
+
+def timestamped(n, i):
+    return {"id": n * 1000 + i, "name": f"r{n}-{i}", "ts": f"2024-0{n + 1}-01T10:00:0{i % 10}Z"}
+
+
 def write_source(folder):
-    os.makedirs(folder)
-    for n in range(FILES):
-        with open(os.path.join(folder, f"part-{n}.json"), "w") as f:
-            for i in range(ROWS_PER_FILE):
-                ts = f"2024-0{n + 1}-01T10:00:0{i % 10}Z"
-                row = {"id": n * 1000 + i, "name": f"r{n}-{i}", "ts": ts}
-                f.write(json.dumps(row) + "\n")
-    return [n * 1000 + i for n in range(FILES) for i in range(ROWS_PER_FILE)]
-
-
-def crash_once(marker: str):
-    """A transformation that fails the task holding CRASH_ID while ``marker`` exists."""
-
-    def apply(batches):
-        for batch in batches:
-            if os.path.exists(marker) and CRASH_ID in batch.column("id").to_pylist():
-                os.remove(marker)
-                raise RuntimeError("injected crash mid-batch")
-            yield batch
-
-    return apply
+    return write_json_source(folder, row=timestamped)
 
 
 def stream(spark, source, marker):
-    df = (
-        spark.readStream.schema("id long, name string, ts timestamp")
-        .option("maxFilesPerTrigger", 1)
-        .json(source)
-        .repartition(2)
-    )
-    return df.mapInArrow(crash_once(marker), df.schema)
-
-
-def run_twice(start):
-    with pytest.raises(StreamingQueryException, match="injected crash"):
-        start().awaitTermination()
-    start().awaitTermination()
+    return json_stream(spark, source, crash_once(marker), schema=SCHEMA)
 
 
 def assert_exactly(path, expected_ids):
-    held = Counter(DeltaTable(path).to_pyarrow_table().column("id").to_pylist())
-    assert sorted(held.elements()) == sorted(expected_ids), (
-        f"duplicates: {[i for i, n in held.items() if n > 1][:5]}, "
-        f"lost: {sorted(set(expected_ids) - set(held))[:5]}"
-    )
+    held = DeltaTable(path).to_pyarrow_table().column("id").to_pylist()
+    assert_exactly_once(held, expected_ids)
 
 
 def assert_one_txn_per_batch(path, writer):
@@ -268,8 +245,7 @@ def test_crashed_mid_batch_and_restarted_on_s3(spark, tmp_path, s3_bucket, door)
 
     run_twice(start)
     table = DeltaTable(target, storage_options=storage)
-    held = Counter(table.to_pyarrow_table().column("id").to_pylist())
-    assert sorted(held.elements()) == sorted(expected)
+    assert_exactly_once(table.to_pyarrow_table().column("id").to_pylist(), expected)
     assert table.transaction_version("orders") == FILES - 1
     proofs = [json.loads(c["eosink.proof"]) for c in table.history() if "eosink.proof" in c]
     assert sorted(p["batch_id"] for p in proofs) == list(range(FILES))

@@ -19,7 +19,7 @@ import eosink
 from eosink.plugin import hookimpl
 from eosink import ConfigurationError
 from eosink.errors import StagedRowsMismatchError
-from eosink.testing.faults import FaultPlugin, InjectedCrash
+from eosink.testing.faults import FaultPlugin, InjectedCrash, LeftoverPartFile
 
 
 @pytest.fixture(scope="session")
@@ -167,25 +167,6 @@ def test_checkpoints_at_the_tables_interval(spark, tmp_path):
     assert DeltaTable(path).transaction_version("job") == 3
 
 
-def leftover_of_another_attempt(path: str):
-    """An executor plugin: in the staging write's first task, it leaves in the staging folder
-    the part file of a task attempt that was not the committed one (an attempt that committed
-    in place, then lost to its speculative copy), named as Spark names part files. Defined in
-    a function, so that Spark's workers get it by value (they cannot import the tests)."""
-
-    class LeftoverOfAnotherAttempt:
-        @hookimpl(wrapper=True)
-        def write(self, partition_id: int):
-            if partition_id == 0:
-                (staging,) = os.listdir(os.path.join(path, "_eosink_staging"))
-                name = "part-00000-0f0e0d0c-0b0a-0908-0706-050403020100-c000.snappy.parquet"
-                table = pa.table({"id": pa.array([-1, -2, -3], pa.int32())})
-                pq.write_table(table, os.path.join(path, "_eosink_staging", staging, name))
-            return (yield)
-
-    return LeftoverOfAnotherAttempt()
-
-
 def test_a_part_file_no_committed_attempt_wrote_is_not_committed(spark, tmp_path):
     path = str(tmp_path / "table")
     sink = eosink.sink("delta", path=path, file_writer="spark")
@@ -196,7 +177,9 @@ def test_a_part_file_no_committed_attempt_wrote_is_not_committed(spark, tmp_path
             sink,
             writer_id="job",
             version=1,
-            executor_plugins=[leftover_of_another_attempt(path)],
+            executor_plugins=[
+                LeftoverPartFile(os.path.join(path, "_eosink_staging"), id_type="int32")
+            ],
         )
     assert data_files(path) == []
     (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)

@@ -20,7 +20,8 @@ import eosink
 import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
-from eosink.testing.s3 import Fault, S3Bucket, S3Endpoint, s3_server
+from eosink.testing.object_store import FsspecStorage, ObjectStoreRefusals
+from eosink.testing.s3 import Fault, S3Bucket
 
 
 def s3_sink(bucket: S3Bucket, **options) -> FilesSink:
@@ -56,6 +57,16 @@ class TestS3Conformance(SinkConformance):
         return read
 
 
+class TestS3Refusals(FsspecStorage, ObjectStoreRefusals):
+    """Bad stores refused before any data is written (the kit's tests, on s3fs)."""
+
+    def make_sink(self, uri, storage_options, **options):
+        return FilesSink(path=uri, storage_options=storage_options, **options)
+
+    def committed_keys(self, bucket):
+        return published(bucket)
+
+
 def test_manifest_lists_s3a_uris(s3_bucket):
     assert run(s3_sink(s3_bucket), 0).status == "committed"
     opts = s3_bucket.endpoint.fsspec_options()
@@ -84,69 +95,6 @@ def test_racing_drivers_publish_a_batch_once(s3_bucket, monkeypatch):
     assert len(ids) == len(set(ids)) == 16  # two batches of 2 x 4 rows, none twice
     parts = s3_bucket.endpoint.client().list_objects_v2(Bucket=s3_bucket.name, Prefix="out/part-")
     assert len(parts["Contents"]) == 4  # the loser's files were removed by its abort
-
-
-def test_store_without_conditional_create_is_refused():
-    with s3_server(conditional_create=False) as endpoint:
-        bucket = S3Bucket(endpoint, endpoint.create_bucket())
-        with pytest.raises(
-            ConfigurationError, match="does not honour conditional create.*single_writer"
-        ):
-            run(s3_sink(bucket), 0)
-        assert published(bucket) == []
-        assert run(s3_sink(bucket, single_writer=True), 0).status == "committed"
-
-
-@pytest.fixture(scope="module")
-def auth_endpoint():
-    with s3_server(auth=True) as endpoint:
-        yield endpoint
-
-
-def refused_at_init(endpoint: S3Endpoint, bucket: str, match: str, storage_options=None):
-    sink = FilesSink(
-        path=f"s3://{bucket}/out", storage_options=storage_options or endpoint.fsspec_options()
-    )
-    with pytest.raises(ConfigurationError, match=match) as info:
-        run(sink, 0)
-    text = str(info.value)
-    assert endpoint.secret_key not in text
-    return text
-
-
-def test_wrong_credentials_are_refused_at_init(auth_endpoint):
-    bucket = auth_endpoint.create_bucket()
-    wrong = {**auth_endpoint.fsspec_options(), "secret": "wrong-secret-value"}
-    text = refused_at_init(auth_endpoint, bucket, "refused.*credentials", wrong)
-    assert "wrong-secret-value" not in text
-    unknown = {**auth_endpoint.fsspec_options(), "key": "AKIANOBODY"}
-    refused_at_init(auth_endpoint, bucket, "refused.*credentials", unknown)
-    assert auth_endpoint.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
-
-
-def test_bucket_without_write_permission_is_refused_at_init(auth_endpoint):
-    bucket = auth_endpoint.create_bucket()
-    reader = auth_endpoint.user("files-reader", ("s3:GetObject", "s3:ListBucket"))
-    refused_at_init(reader, bucket, "refused.*write", reader.fsspec_options())
-    assert auth_endpoint.client().list_objects_v2(Bucket=bucket).get("KeyCount") == 0
-
-
-def test_missing_bucket_is_refused_at_init(s3_endpoint):
-    refused_at_init(s3_endpoint, "eosink-no-such-bucket", "bucket.*does not exist")
-
-
-def test_endpoint_that_refuses_connections_is_refused_at_init(s3_endpoint):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    opts = {
-        **s3_endpoint.fsspec_options(),
-        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"},
-    }
-    opts["retries"] = 1
-    refused_at_init(s3_endpoint, "any-bucket", "could not reach", opts)
 
 
 def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, capsys):

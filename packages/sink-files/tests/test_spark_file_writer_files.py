@@ -17,7 +17,7 @@ import eosink
 from eosink.plugin import hookimpl
 from eosink import ConfigurationError
 from eosink.errors import StagedRowsMismatchError
-from eosink.testing.faults import FaultPlugin, InjectedCrash
+from eosink.testing.faults import FaultPlugin, InjectedCrash, LeftoverPartFile
 from eosink_files import committed_files, read_table
 
 
@@ -110,25 +110,6 @@ def test_file_writer_spark_refuses_what_it_cannot_write(spark, tmp_path):
     assert committed_files(path) == []
 
 
-def leftover_of_another_attempt(out: str):
-    """An executor plugin: in the staging write's first task, it leaves in the staging folder
-    the part file of a task attempt that was not the committed one (an attempt that committed
-    in place, then lost to its speculative copy), named as Spark names part files. Defined in
-    a function, so that Spark's workers get it by value (they cannot import the tests)."""
-
-    class LeftoverOfAnotherAttempt:
-        @hookimpl(wrapper=True)
-        def write(self, partition_id: int):
-            if partition_id == 0:
-                (staging,) = os.listdir(os.path.join(out, "_eosink_staging"))
-                name = "part-00000-0f0e0d0c-0b0a-0908-0706-050403020100-c000.snappy.parquet"
-                table = pa.table({"id": pa.array([-1, -2, -3], pa.int64())})
-                pq.write_table(table, os.path.join(out, "_eosink_staging", staging, name))
-            return (yield)
-
-    return LeftoverOfAnotherAttempt()
-
-
 def test_a_part_file_no_committed_attempt_wrote_is_not_published(spark, tmp_path):
     out = str(tmp_path / "out")
     sink = eosink.sink("files", path=out, file_writer="spark")
@@ -139,7 +120,7 @@ def test_a_part_file_no_committed_attempt_wrote_is_not_published(spark, tmp_path
             sink,
             writer_id="job",
             version=1,
-            executor_plugins=[leftover_of_another_attempt(out)],
+            executor_plugins=[LeftoverPartFile(os.path.join(out, "_eosink_staging"))],
         )
     assert committed_files(out) == [] and part_files(out) == []
     (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)

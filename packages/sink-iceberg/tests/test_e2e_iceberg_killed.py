@@ -10,37 +10,57 @@ snapshot lists, which ``eosink cleanup iceberg`` finds (dry run), then removes.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
-from collections import Counter
 
-import killable_query  # the query the test runs in its own process
 import pytest
 from eosink_iceberg.proof import StoredProof, property_key
 from iceberg_helpers import duckdb_missing, load, read_duckdb, read_pyiceberg
 
 from eosink import cli
+from eosink.testing.killed_query import QueryJob, QueryProcesses
+from eosink.testing.replay import FILES, assert_exactly, default_row, write_json_source
 
-FILES, ROWS_PER_FILE = 4, 300
+TABLE = "lake.orders"
+SCHEMA = "id long, name string, ts timestamp"
 
 
-def start(work, door):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.Popen(
-        [sys.executable, "-m", killable_query.__name__, str(work), door],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(work, f"query-{time.monotonic_ns()}.log"), "w"),
-        start_new_session=True,
+def catalog_of(work) -> dict[str, str]:
+    """A SQL catalog on SQLite in ``work``."""
+    os.makedirs(os.path.join(work, "warehouse"), exist_ok=True)
+    return {
+        "type": "sql",
+        "uri": f"sqlite:///{work}/catalog.db",
+        "warehouse": f"file://{work}/warehouse",
+    }
+
+
+def timestamped(n, i):
+    return {**default_row(n, i), "ts": dt.datetime(2024, 1, 1 + n, i % 24).isoformat()}
+
+
+def job(work, door) -> QueryJob:
+    options = catalog_of(work)
+    return QueryJob(
+        sink="iceberg",
+        door=door,
+        schema=SCHEMA,
+        sink_options={
+            "table": TABLE,
+            "catalog": options,
+            "create_namespace": True,
+            "partition_by": ["day(ts)", "bucket(4, id)"],
+        },
+        source_options={
+            "path": TABLE,
+            "createNamespace": "true",
+            "partitionBy": "day(ts), bucket(4, id)",
+            **{f"catalog.{key}": value for key, value in options.items()},
+        },
     )
 
 
 def proof_batch(catalog) -> int:
-    text = load(catalog, killable_query.TABLE).metadata.properties[property_key("orders")]
+    text = load(catalog, TABLE).metadata.properties[property_key("orders")]
     return StoredProof.from_json(text).proof.batch_id
 
 
@@ -51,43 +71,24 @@ def data_files(work) -> set[str]:
 
 @pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
 def test_query_killed_mid_batch_and_restarted(tmp_path, door, iceberg_entry_point, capsys):
-    os.makedirs(tmp_path / "in")
-    expected = []
-    for n in range(FILES):
-        with open(tmp_path / "in" / f"part-{n}.json", "w") as f:
-            for i in range(ROWS_PER_FILE):
-                ts = dt.datetime(2024, 1, 1 + n, i % 24).isoformat()
-                f.write(json.dumps({"id": n * 1000 + i, "name": f"r{n}-{i}", "ts": ts}) + "\n")
-                expected.append(n * 1000 + i)
-        stamp = time.time() - 100 + n
-        os.utime(tmp_path / "in" / f"part-{n}.json", (stamp, stamp))
-    (tmp_path / "armed").touch()
-    query = start(tmp_path, door)
-    deadline = time.monotonic() + 240
-    while not (tmp_path / "reached").exists():
-        assert query.poll() is None, "the query ended before reaching the stalled batch"
-        assert time.monotonic() < deadline, "the query never reached the stalled batch"
-        time.sleep(0.2)
-    time.sleep(2)  # the other task of the batch finishes writing its files
-    os.killpg(query.pid, signal.SIGKILL)
-    query.wait()
-    catalog = killable_query.catalog(str(tmp_path))
-    assert proof_batch(catalog) == 1
-    on_disk_before = data_files(tmp_path)
-    (tmp_path / "armed").unlink()
-    restarted = start(tmp_path, door)
-    assert restarted.wait(timeout=300) == 0
+    expected = write_json_source(tmp_path / "in", row=timestamped)
+    query = job(str(tmp_path), door)
+    with QueryProcesses(tmp_path) as queries:
+        queries.kill_mid_batch(query)
+        catalog = catalog_of(str(tmp_path))
+        assert proof_batch(catalog) == 1
+        on_disk_before = data_files(tmp_path)
+        queries.restart(query)
     readers = [read_pyiceberg] + ([read_duckdb] if duckdb_missing() is None else [])
     for read in readers:
-        held = Counter(read(catalog, killable_query.TABLE).column("id").to_pylist())
-        assert sorted(held.elements()) == sorted(expected), read.__name__
+        assert_exactly(read(catalog, TABLE).column("id").to_pylist(), expected)
     assert proof_batch(catalog) == FILES - 1
-    table = load(catalog, killable_query.TABLE)
+    table = load(catalog, TABLE)
     listed = {t.file.file_path.rsplit("/", 1)[-1] for t in table.scan().plan_files()}
     orphans = on_disk_before - listed
     assert orphans, "the killed attempt left its written file behind"
     # the operator's cleanup: a dry run lists the orphans, --delete removes them, reads unchanged
-    command = ["cleanup", "iceberg", killable_query.TABLE, "--older-than", "0s"]
+    command = ["cleanup", "iceberg", TABLE, "--older-than", "0s"]
     for key, value in catalog.items():
         command += ["-o", f"catalog.{key}={value}"]
     assert cli.main(command) == 0
@@ -96,5 +97,5 @@ def test_query_killed_mid_batch_and_restarted(tmp_path, door, iceberg_entry_poin
     assert data_files(tmp_path) >= orphans
     assert cli.main([*command, "--delete"]) == 0
     assert not data_files(tmp_path) & orphans
-    held = read_pyiceberg(catalog, killable_query.TABLE).column("id").to_pylist()
+    held = read_pyiceberg(catalog, TABLE).column("id").to_pylist()
     assert sorted(held) == sorted(expected)

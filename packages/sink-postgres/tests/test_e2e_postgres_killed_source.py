@@ -2,8 +2,8 @@
 process group gets SIGKILL in the middle of a batch and starts again from its checkpoint;
 every source row is in the table once, read by plain SQL (see :mod:`killed_query_run`)."""
 
-from killed_query_run import query_killed_mid_batch_and_restarted, started  # noqa: F401
+from killed_query_run import query_killed_mid_batch_and_restarted
 
 
-def test_query_killed_mid_batch_and_restarted(tmp_path, database, started):  # noqa: F811
-    query_killed_mid_batch_and_restarted(tmp_path, database, "data_source", started)
+def test_query_killed_mid_batch_and_restarted(tmp_path, database):
+    query_killed_mid_batch_and_restarted(tmp_path, database, "data_source")

@@ -1,10 +1,10 @@
 """The benchmark script runs (tiny sizes: a smoke test, not a measurement)."""
 
-import benchmark
+from eosink_yt_static_benchmarks import writes
 
 
 def test_benchmark_runs(capsys):
-    benchmark.main(
+    writes.main(
         [
             "--rows",
             "400",

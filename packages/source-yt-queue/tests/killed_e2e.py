@@ -12,29 +12,18 @@ a queue id.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 
-import killable_query  # the query the test runs in its own process
+import attrs
 import pyarrow as pa
+import queue_stream  # the query's source, run in the query's own process
 from conftest import make_queue
 
+from eosink.testing.killed_query import QueryJob, QueryProcesses
+
 TABLETS, PRELOADED = 4, 40
-
-
-def start(work):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    return subprocess.Popen(
-        [sys.executable, "-m", killable_query.__name__, str(work)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(os.path.join(work, f"query-{time.monotonic_ns()}.log"), "w"),
-        start_new_session=True,
-    )
+#: The task holding this row of tablet 0 of the first queue stalls.
+STALL_ROW = 20
 
 
 def add_rows(yt, queues, first, count):
@@ -86,37 +75,40 @@ def killed_mid_batch_and_restarted(yt_emulator, tmp_path, door, queues):
         columns.append(("queue_id", pa.string()))
     columns += [("tablet_index", pa.int64()), ("row_index", pa.int64())]
     create_output_table(yt, out, pa.schema(columns), queue_id=len(queues) > 1)
-    job = {
-        "door": door,
-        "url": yt_emulator.url,
-        "client_config": yt_emulator.client_config(),
-        "queues": queues,
-        "out": out,
-        "max_rows": 16 * TABLETS,
-    }
-    (tmp_path / "job.json").write_text(json.dumps(job))
-    (tmp_path / "armed").touch()
+    connection = {"proxy": yt_emulator.url, "path": out, "proxy_discovery": False}
+    job = QueryJob(
+        sink="yt-dynamic",
+        door=door,
+        writer_id="events",
+        sink_options={**connection, "client_config": yt_emulator.client_config()},
+        source_options={
+            **{k: str(v).lower() if v is False else v for k, v in connection.items()},
+            "clientConfig": json.dumps(yt_emulator.client_config()),
+        },
+        stall={"tablet_index": 0, "row_index": STALL_ROW, "queue_id": queues[0]},
+        stream=f"{queue_stream.__name__}:stream",
+        params={
+            "url": yt_emulator.url,
+            "client_config": yt_emulator.client_config(),
+            "queues": queues,
+            "max_rows": 16 * TABLETS,
+        },
+    )
 
     producer = Producer(yt, queues)
     producer.start()
-    query = start(tmp_path)
-    deadline = time.monotonic() + 240
-    while not (tmp_path / "reached").exists():
-        assert query.poll() is None, "the query ended before reaching the stalled batch"
-        assert time.monotonic() < deadline, "the query never reached the stalled batch"
-        time.sleep(0.2)
-    time.sleep(2)  # the batch's other tasks write their rows
-    os.killpg(query.pid, signal.SIGKILL)
-    query.wait()
-    producer.stop()
-    written_before_restart = len(list(yt.select_rows(f"id from [{out}]")))
-    assert written_before_restart > 0
-
-    (tmp_path / "armed").unlink()
-    # The restart replays the killed batch from the offset log, then reads the rest in one
-    # batch (a new maxRowsPerTrigger applies to new batches only).
-    (tmp_path / "job.json").write_text(json.dumps({**job, "max_rows": 10**6}))
-    assert start(tmp_path).wait(timeout=600) == 0
+    with QueryProcesses(tmp_path) as queries:
+        try:
+            queries.kill_mid_batch(job)
+        finally:
+            producer.stop()
+        written_before_restart = len(list(yt.select_rows(f"id from [{out}]")))
+        assert written_before_restart > 0
+        # The restart replays the killed batch from the offset log, then reads the rest in one
+        # batch (a new maxRowsPerTrigger applies to new batches only).
+        queries.restart(
+            attrs.evolve(job, params={**job.params, "max_rows": 10**6}), timeout_s=600
+        )
 
     expected = sorted(
         (queue, r["$tablet_index"], r["$row_index"], r["id"])

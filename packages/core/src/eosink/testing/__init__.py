@@ -2,10 +2,15 @@
 
 ``run_batch(sink, ctx, schema, LocalRunner(partitions))`` runs one batch through the whole
 protocol in this process, each partition a list of Arrow record batches; it returns the
-:class:`~eosink.BatchOutcome` the front doors see. ``from eosink.testing.conformance import
-SinkConformance`` and subclass it with two fixtures (``make_sink`` and ``read_rows``) to prove a
-sink exactly-once; see the class docstring. ``run_batch`` and ``LocalRunner`` need nothing
+:class:`~eosink.BatchOutcome` the front doors see. ``run_batch`` and ``LocalRunner`` need nothing
 more than eosink; the conformance kit and the kit's other modules need its ``testing`` extra.
+
+``from eosink.testing.conformance import SinkConformance`` and subclass it with two fixtures
+(``make_sink`` and ``read_rows``) to prove a sink exactly-once; see the class docstring. The
+other shared pieces of a sink's tests: ``simulation`` (generated histories), ``object_store``
+(bad object stores refused), ``replay`` (a Spark query crashed mid-batch and replayed),
+``killed_query`` (a Spark query in its own process, SIGKILLed mid-batch and restarted),
+``s3`` (a loopback S3 server, with ``s3_faults``), ``postgres`` and ``cluster``.
 """
 
 from eosink.protocol import run_batch

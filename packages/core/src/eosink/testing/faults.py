@@ -6,6 +6,7 @@ Points between phases are pluggy wrappers; points inside a sink's ``commit`` are
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -141,3 +142,35 @@ class CrashPointRecorder:
             return (yield)
         finally:
             set_crash_handler(None)
+
+
+#: A part file named as Spark's file writer names them (``part-<task>-<job uuid>-c<n>``).
+FOREIGN_PART_FILE = "part-00000-0f0e0d0c-0b0a-0908-0706-050403020100-c000.snappy.parquet"
+
+
+@attrs.frozen
+class LeftoverPartFile:
+    """An executor plugin for sinks that let Spark's file writer stage a batch's files: in the
+    first task's write it leaves, in the batch's staging folder under ``staging_root``, the
+    part file of a task attempt that was not the committed one (one that committed in place,
+    then lost to its speculative copy). The sink must count the staged rows against the rows
+    its tasks reported and refuse the batch, never publish the stray file.
+
+    ``ids`` are the stray file's rows (an ``id`` column of ``id_type``: the stream's own type).
+    """
+
+    staging_root: str
+    ids: tuple[int, ...] = (-1, -2, -3)
+    id_type: str = "int64"
+
+    @hookimpl(wrapper=True)
+    def write(self, partition_id: int) -> Generator[None, Any, Any]:
+        if partition_id == 0:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            (staging,) = os.listdir(self.staging_root)
+            ids = pa.array(list(self.ids), getattr(pa, self.id_type)())
+            path = os.path.join(self.staging_root, staging, FOREIGN_PART_FILE)
+            pq.write_table(pa.table({"id": ids}), path)
+        return (yield)

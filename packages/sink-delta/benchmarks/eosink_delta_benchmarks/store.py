@@ -8,8 +8,8 @@ check and the Delta commit; ``init`` and the writes are shown apart). The table 
 after the first batch (which opens the table and, on S3, probes the store), and the ratio of S3
 to local disk.
 
-    ./pants run packages/sink-delta/tests:bench-store
-    python packages/sink-delta/tests/bench_store.py --batches 30
+    ./pants run packages/sink-delta/benchmarks:store
+    ./pants run packages/sink-delta/benchmarks:store -- --batches 30
 """
 
 from __future__ import annotations

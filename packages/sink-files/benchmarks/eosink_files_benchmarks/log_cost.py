@@ -1,6 +1,7 @@
 """Benchmark: the files sink's per-batch exactly-once cost as the history grows.
 
-    ./pants run packages/sink-files/tests:bench-log            # or: python bench_log_cost.py
+    ./pants run packages/sink-files/benchmarks:log-cost
+    python -m eosink_files_benchmarks.log_cost  # the packages' sources and tests on PYTHONPATH
 
 For each history length (default 10, 1,000, 10,000 and 100,000 batches of one writer) a
 folder is synthesized on local disk holding the ``_spark_metadata`` log Spark's format holds
@@ -179,7 +180,9 @@ def history(work: str, at: list[int], batches: int, trigger_s: float) -> list[di
 def main(argv: list[str] | None = None) -> int:
     import structlog
 
-    parser = argparse.ArgumentParser(prog="bench_log_cost", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="eosink_files_benchmarks.log_cost", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--at", type=int, nargs="+", default=[10, 1_000, 10_000, 100_000])
     parser.add_argument("--batches", type=int, default=21, help="measured batches (+1 cold)")
     parser.add_argument("--trigger-ms", type=float, default=100.0)

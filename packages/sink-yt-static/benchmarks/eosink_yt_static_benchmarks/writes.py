@@ -13,8 +13,8 @@ real cluster's speed):
 
 ::
 
-    ./pants run packages/sink-yt-static/tests:bench
-    ./pants run packages/sink-yt-static/tests:bench -- --sizes 10000,1000000,10000000
+    ./pants run packages/sink-yt-static/benchmarks:writes
+    ./pants run packages/sink-yt-static/benchmarks:writes -- --sizes 10000,1000000,10000000
 """
 
 from __future__ import annotations

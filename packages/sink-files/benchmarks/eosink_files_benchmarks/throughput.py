@@ -1,6 +1,7 @@
 """Benchmark: the files sink against Spark's own Parquet file sink and the ``noop`` sink.
 
-    ./pants run packages/sink-files/tests:bench            # or: python bench_throughput.py
+    ./pants run packages/sink-files/benchmarks:throughput
+    python -m eosink_files_benchmarks.throughput   # with the packages' sources on PYTHONPATH
 
 One stream (default 5 micro-batches x 2,000,000 rows x 5 columns, a file source with one input
 file per micro-batch) is written, in one Spark session, by:
@@ -17,7 +18,7 @@ file per micro-batch) is written, in one Spark session, by:
   a time), with the ratio to the same sink on local disk (``--no-s3`` leaves them out).
 
 The per-batch exactly-once cost of the driver as the history grows is measured by
-``bench_log_cost.py``.
+:mod:`eosink_files_benchmarks.log_cost`.
 """
 
 from __future__ import annotations
@@ -132,8 +133,16 @@ def configs(
                 writer_id="bench",
             )
         ).start()
-    if s3 is None:
-        return
+    if s3 is not None:
+        yield from s3_configs(base, tag, has_entry_point, s3)
+
+
+def s3_configs(base, tag: str, has_entry_point: bool, s3: Any):
+    """(name, start) of the paths that write into a fresh bucket of the loopback S3 server:
+    the data source and the arrow engine, as :func:`configs` on local disk."""
+    import eosink
+    from eosink_files.sink import FilesSink
+
     bucket = s3.create_bucket()
     storage = s3.fsspec_options()
     spark_storage = {
@@ -215,7 +224,9 @@ def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_throughput", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="eosink_files_benchmarks.throughput", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument("--rows", type=int, default=2_000_000, help="rows per micro-batch")
     parser.add_argument("--cores", type=int, default=2)

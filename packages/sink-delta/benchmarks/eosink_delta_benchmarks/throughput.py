@@ -12,8 +12,8 @@ into a bucket of the loopback S3 server (``eosink.testing.s3``: moto in a child 
 mutating request at a time; ``--no-s3`` leaves them out), with the ratio to the same front door
 on local disk.
 
-    ./pants run packages/sink-delta/tests:bench             # 5 x 2M rows, local[2]
-    python packages/sink-delta/tests/bench_delta.py --rows 200000 --batches 3  # dev loop
+    ./pants run packages/sink-delta/benchmarks:throughput             # 5 x 2M rows, local[2]
+    ./pants run packages/sink-delta/benchmarks:throughput -- --rows 200000 --batches 3  # dev loop
 """
 
 from __future__ import annotations
@@ -147,6 +147,109 @@ def main() -> None:
         measure(args, endpoint)
 
 
+def files_paths(stream: Callable[[], Any], out: Callable[[str], tuple[str, str]], work: str):
+    """The eosink-files paths beside delta's (none when eosink-files is not installed)."""
+    try:
+        eosink.sink("files", path=os.path.join(work, "probe"))
+    except Exception as exc:  # noqa: BLE001 - report and go on without it
+        print(f"eosink-files not available: {exc}")
+        return {}
+
+    def files_source() -> Any:
+        target, ckpt = out("eosink-files")
+        return (
+            stream()
+            .format("eosink-files")
+            .option("writerId", "bench")
+            .option("path", target)
+            .option("checkpointLocation", ckpt)
+            .start()
+        )
+
+    def files_foreach(engine: str) -> Callable[[], Any]:
+        def start() -> Any:
+            target, ckpt = out(f"eosink-files-fb-{engine}")
+            sink = eosink.sink("files", path=target, engine=engine)
+            writer = eosink.foreach_batch(sink, writer_id="bench")
+            return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
+
+        return start
+
+    return {
+        "eosink-files (data source)": files_source,
+        "eosink-files (fB, arrow)": files_foreach("arrow"),
+        "eosink-files (fB, spark)": files_foreach("spark"),
+    }
+
+
+def s3_paths(
+    stream: Callable[[], Any],
+    out: Callable[[str], tuple[str, str]],
+    endpoint: Any,
+    s3_tables: dict[str, str],
+) -> dict[str, Callable[[], Any]]:
+    """Delta's data source and foreachBatch arrow paths into a bucket of the loopback S3
+    server; each run's table is recorded in ``s3_tables``."""
+    storage = endpoint.object_store_options()
+
+    def s3_table(name: str) -> tuple[str, str]:
+        s3_tables[name] = f"s3://{endpoint.create_bucket()}/table"  # fresh for every run
+        return s3_tables[name], out(name)[1]
+
+    def delta_source_s3() -> Any:
+        target, ckpt = s3_table("eosink-delta-s3")
+        query = stream().format("eosink-delta").option("writerId", "bench")
+        query = query.options(**{f"storage.{k}": v for k, v in storage.items()})
+        return query.option("path", target).option("checkpointLocation", ckpt).start()
+
+    def delta_foreach_s3() -> Any:
+        target, ckpt = s3_table("eosink-delta-fb-arrow-s3")
+        sink = eosink.sink("delta", path=target, storage_options=storage)
+        writer = eosink.foreach_batch(sink, writer_id="bench")
+        return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
+
+    return {
+        "eosink-delta (data source, S3)": delta_source_s3,
+        "eosink-delta (fB, arrow, S3)": delta_foreach_s3,
+    }
+
+
+def check_counts(work: str, s3_tables: dict[str, str], endpoint: Any, total: int) -> None:
+    """Every delta table, read back by delta-rs, holds every row of the stream."""
+    from deltalake import DeltaTable
+
+    for name in ("eosink-delta", "eosink-delta-fb-arrow", "eosink-delta-fb-spark"):
+        held = DeltaTable(os.path.join(work, name)).count()
+        assert held == total, f"{name}: {held} rows, expected {total}"
+    for name, uri in s3_tables.items():
+        held = DeltaTable(uri, storage_options=endpoint.object_store_options()).count()
+        assert held == total, f"{name}: {held} rows, expected {total}"
+
+
+def print_table(
+    args: argparse.Namespace, seconds: dict[str, float], total: int, timer: CommitTimer
+) -> None:
+    base = seconds["spark parquet (built-in)"]
+    print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
+    print(
+        f"{'sink':34} {'seconds':>8} {'rows/s':>12} {'vs spark':>9} {'vs files':>9} "
+        f"{'vs local':>9}"
+    )
+    for name, s in seconds.items():
+        # the files sink through the same front door and file writer
+        twin = seconds.get(name.replace("eosink-delta", "eosink-files"))
+        vs_files = f"{twin / s:8.2f}x" if twin and name.startswith("eosink-delta") else ""
+        local = seconds.get(name.replace(", S3", ""))  # the same front door on local disk
+        vs_local = f"{local / s:8.2f}x" if local and name.endswith("S3)") else ""
+        print(f"{name:34} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files:>9} {vs_local:>9}")
+    median_ms = statistics.median(timer.durations) * 1000 if timer.durations else float("nan")
+    print(
+        f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
+        f"over {len(timer.durations)} batches; all: "
+        + ", ".join(f"{d * 1000:.0f}" for d in timer.durations)
+    )
+
+
 def measure(args: argparse.Namespace, endpoint: Any) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     work = args.workdir or tempfile.mkdtemp(prefix="eosink-delta-bench-")
@@ -176,8 +279,6 @@ def measure(args: argparse.Namespace, endpoint: Any) -> None:
         shutil.rmtree(checkpoint, ignore_errors=True)
         return target, checkpoint
 
-    runs: dict[str, Callable[[], Any]] = {}
-
     def spark_parquet() -> Any:
         target, ckpt = out("spark-parquet")
         return (
@@ -188,98 +289,21 @@ def measure(args: argparse.Namespace, endpoint: Any) -> None:
             .start()
         )
 
-    runs["spark parquet (built-in)"] = spark_parquet
-    files_available = True
-    try:
-        eosink.sink("files", path=os.path.join(work, "probe"))
-    except Exception as exc:  # noqa: BLE001 - report and go on without it
-        files_available = False
-        print(f"eosink-files not available: {exc}")
-    if files_available:
-
-        def files_source() -> Any:
-            target, ckpt = out("eosink-files")
-            return (
-                stream()
-                .format("eosink-files")
-                .option("writerId", "bench")
-                .option("path", target)
-                .option("checkpointLocation", ckpt)
-                .start()
-            )
-
-        def files_foreach(engine: str) -> Callable[[], Any]:
-            def start() -> Any:
-                target, ckpt = out(f"eosink-files-fb-{engine}")
-                sink = eosink.sink("files", path=target, engine=engine)
-                writer = eosink.foreach_batch(sink, writer_id="bench")
-                return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
-
-            return start
-
-        runs["eosink-files (data source)"] = files_source
-        runs["eosink-files (fB, arrow)"] = files_foreach("arrow")
-        runs["eosink-files (fB, spark)"] = files_foreach("spark")
-
+    runs: dict[str, Callable[[], Any]] = {"spark parquet (built-in)": spark_parquet}
+    runs.update(files_paths(stream, out, work))
     timer = CommitTimer()
     runs.update(delta_paths(stream, out, timer))
     s3_tables: dict[str, str] = {}
     if endpoint is not None:
-        storage = endpoint.object_store_options()
-
-        def s3_table(name: str) -> tuple[str, str]:
-            s3_tables[name] = f"s3://{endpoint.create_bucket()}/table"  # fresh for every run
-            return s3_tables[name], out(name)[1]
-
-        def delta_source_s3() -> Any:
-            target, ckpt = s3_table("eosink-delta-s3")
-            query = stream().format("eosink-delta").option("writerId", "bench")
-            query = query.options(**{f"storage.{k}": v for k, v in storage.items()})
-            return query.option("path", target).option("checkpointLocation", ckpt).start()
-
-        def delta_foreach_s3() -> Any:
-            target, ckpt = s3_table("eosink-delta-fb-arrow-s3")
-            sink = eosink.sink("delta", path=target, storage_options=storage)
-            writer = eosink.foreach_batch(sink, writer_id="bench")
-            return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
-
-        runs["eosink-delta (data source, S3)"] = delta_source_s3
-        runs["eosink-delta (fB, arrow, S3)"] = delta_foreach_s3
+        runs.update(s3_paths(stream, out, endpoint, s3_tables))
 
     for start in runs.values():  # warm-up: JIT, imports, Python workers of every path
         timed(start)
     reading[0] = source
     timer.durations.clear()
     seconds = {name: timed(start) for name, start in runs.items()}
-
-    from deltalake import DeltaTable
-
-    for name in ("eosink-delta", "eosink-delta-fb-arrow", "eosink-delta-fb-spark"):
-        held = DeltaTable(os.path.join(work, name)).count()
-        assert held == total, f"{name}: {held} rows, expected {total}"
-    for name, uri in s3_tables.items():
-        held = DeltaTable(uri, storage_options=endpoint.object_store_options()).count()
-        assert held == total, f"{name}: {held} rows, expected {total}"
-
-    base = seconds["spark parquet (built-in)"]
-    print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
-    print(
-        f"{'sink':34} {'seconds':>8} {'rows/s':>12} {'vs spark':>9} {'vs files':>9} "
-        f"{'vs local':>9}"
-    )
-    for name, s in seconds.items():
-        # the files sink through the same front door and file writer
-        twin = seconds.get(name.replace("eosink-delta", "eosink-files"))
-        vs_files = f"{twin / s:8.2f}x" if twin and name.startswith("eosink-delta") else ""
-        local = seconds.get(name.replace(", S3", ""))  # the same front door on local disk
-        vs_local = f"{local / s:8.2f}x" if local and name.endswith("S3)") else ""
-        print(f"{name:34} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files:>9} {vs_local:>9}")
-    median_ms = statistics.median(timer.durations) * 1000 if timer.durations else float("nan")
-    print(
-        f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
-        f"over {len(timer.durations)} batches; all: "
-        + ", ".join(f"{d * 1000:.0f}" for d in timer.durations)
-    )
+    check_counts(work, s3_tables, endpoint, total)
+    print_table(args, seconds, total, timer)
     spark.stop()
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)

@@ -18,9 +18,9 @@ a stream older than the retention has). The last column is, for comparison, one 
 batches no longer do. The first
 batch after start opens the table (one full load per driver) and is shown apart.
 
-    python packages/sink-delta/tests/bench_history.py --dir /tmp/h       # 10 .. 100k
-    python packages/sink-delta/tests/bench_history.py --sizes 10,1000 --batches 10
-    ./pants run packages/sink-delta/tests:bench-history
+    ./pants run packages/sink-delta/benchmarks:history -- --dir /tmp/h       # 10 .. 100k
+    ./pants run packages/sink-delta/benchmarks:history -- --sizes 10,1000 --batches 10
+    ./pants run packages/sink-delta/benchmarks:history
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Benchmark: rows/s the source reads from the emulator's queue into Spark's ``noop`` sink vs a
 bare ``pull_queue`` loop over the same rows with the client (the ceiling).
 
-    ./pants run packages/source-yt-queue/tests:bench -- [rows] [tablets] [repeat]
+    ./pants run packages/source-yt-queue/benchmarks:reads -- [rows] [tablets] [repeat]
 
 Defaults: 200,000 rows in 4 tablets, best of 3. The emulator runs in this process; both sides
 read it over HTTP with the real client, 10,000 rows per ``pull_queue`` request. The bare loop

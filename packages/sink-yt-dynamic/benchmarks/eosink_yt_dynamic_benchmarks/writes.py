@@ -1,6 +1,6 @@
 """Benchmark: rows/s of the sink vs a bare ``insert_rows`` loop over the same rows, on the emulator.
 
-    ./pants run packages/sink-yt-dynamic/tests:bench -- [rows] [partitions] [repeat]
+    ./pants run packages/sink-yt-dynamic/benchmarks:writes -- [rows] [partitions] [repeat]
 
 Defaults: 1,000,000 rows in 20 partitions, best of 3.
 

@@ -1,0 +1,384 @@
+"""The rule-based state machine of a generated history (see :mod:`eosink.testing.simulation`):
+its set-up, its steps, Spark's recovery at its end;
+:class:`~eosink.testing.simulation_judge.HistoryJudge` judges it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from eosink import clock
+from eosink.errors import EosinkError
+from eosink.model import BatchContext
+from eosink.process import forget_process, simulated_process
+from eosink.protocol import WriteTask, abort_quietly, driver_plugins, finish, prepare, run_batch
+from eosink.registry import plugin_manager
+from eosink.testing.arrow_data import record_batches, schemas
+from eosink.testing.faults import FaultPlugin, InjectedCrash
+from eosink.testing.faultfs import StoreFault
+from eosink.testing.local import LocalRunner
+from eosink.testing.simulation_judge import HistoryJudge
+from eosink.testing.simulation_model import (
+    PHASE_POINTS,
+    Attempt,
+    CrashPoints,
+    HistorySpec,
+    SimClock,
+    SimTarget,
+    Writer,
+    _fault_kind,
+    row_id,
+)
+
+if TYPE_CHECKING:
+    from eosink.testing.simulation import SinkSimulation
+
+
+class History(HistoryJudge, RuleBasedStateMachine):
+    """One generated history against one target (see the module's docstring)."""
+
+    kit: SinkSimulation
+    env: Any
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target: SimTarget | None = None
+        self.clock = SimClock()
+        clock.set_clock(self.clock.now)
+        self.crash_points = CrashPoints()
+        self.zombies: list[Attempt] = []
+        self.data: dict[tuple[int, int], list[list[pa.RecordBatch]]] = {}
+        self.status: dict[tuple[int, int], str] = {}  # "committed" or "maybe"
+        self.damaged = False
+        self.workers = itertools.count()
+        self.stats: Counter[str] = Counter()
+
+    # -- set-up ----------------------------------------------------------------------------
+    @initialize(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        kit = self.kit
+        schema, partition_by = data.draw(
+            schemas(kit.simulation_types, kit.simulation_partition_types), label="schema"
+        )
+        spec = HistorySpec(
+            schema=schema,
+            partition_by=partition_by,
+            writers=data.draw(st.integers(1, kit.simulation_max_writers), label="writers"),
+            options=data.draw(kit.simulation_options(), label="options"),
+        )
+        self.spec = spec
+        empty = pa.RecordBatch.from_pylist([], schema=spec.schema)
+        self.input_schema = kit.simulation_batch(spec, empty, 0, 0, 0).schema
+        self.writers = [
+            Writer(i, f"writer-{i}", f"00000000-0000-4000-8000-{i:012d}")
+            for i in range(spec.writers)
+        ]
+        self.target = kit.simulation_target(spec, self.env)
+
+    def teardown(self) -> None:
+        try:
+            if self.target is not None and not self.damaged:
+                self.recover()
+        finally:
+            clock.set_clock(None)
+            forget_process()
+            if self.target is not None:
+                self.target.close()
+                self._record_stats()
+
+    def _record_stats(self) -> None:
+        """One JSON line per history, where the soak command asks for them."""
+        path = os.environ.get("EOSINK_SIMULATION_STATS")
+        if not path:
+            return
+        self.stats.update(
+            writers=len(self.writers),
+            batches=len(self.data),
+            store_faults_fired=self._fired(),
+            damaged=int(self.damaged),
+        )
+        line = json.dumps({"kit": type(self.kit).__name__, **self.stats})
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    # -- the steps ---------------------------------------------------------------------------
+    @precondition(lambda self: not self.damaged)
+    @rule(data=st.data(), batches=st.integers(1, 6))
+    def run(self, data: st.DataObject, batches: int) -> None:
+        """Whole batches of one writer in a row, each maybe with a crash or a store fault;
+        the first failed attempt ends the step (its driver may restart). Several batches in
+        one step let the log and the other writers' views age by many commits (another
+        writer's long batch outlives them; compactions and expiry come round)."""
+        writer = self._idle_writer(data)
+        for _ in range(batches if writer is not None else 0):
+            if not self._run_one(data, writer):
+                return
+
+    def _run_one(self, data: st.DataObject, writer: Writer) -> bool:
+        batches = self._batch_data(data, writer)
+        fault = self._draw_fault(data)  # armed last: nothing but the batch may meet it
+        sink = self._in(writer.pid, self.target.sink)
+        ctx = self._context(writer, sink)
+        plugins = [self.crash_points, *([fault] if isinstance(fault, FaultPlugin) else [])]
+        fired_before = self._fired()
+        try:
+            with simulated_process(writer.pid):
+                outcome = run_batch(
+                    sink,
+                    ctx,
+                    self.input_schema,
+                    self._runner(batches),
+                    plugins=plugins,
+                    executor_plugins=[p for p in plugins if isinstance(p, FaultPlugin)],
+                )
+        except Exception as exc:
+            self._disarm()
+            injected = isinstance(exc, InjectedCrash) or self._fired() > fired_before
+            if not injected:
+                raise
+            self._failed(writer, restart=data.draw(st.booleans(), label="driver restarts"))
+            return False
+        finally:
+            self.crash_points.crash_at = None
+        self._disarm()
+        self._done(writer, outcome.status)
+        return True
+
+    @precondition(lambda self: not self.damaged)
+    @rule(data=st.data())
+    def begin(self, data: st.DataObject) -> None:
+        """Prepare and write a batch; its commit comes in a later step."""
+        writer = self._idle_writer(data)
+        if writer is None:
+            return
+        batches = self._batch_data(data, writer)
+        with simulated_process(writer.pid):
+            sink = self.target.sink()
+            ctx = self._context(writer, sink)
+            pm = plugin_manager(sink, driver_plugins([self.crash_points]))
+            prepared = prepare(pm, ctx, self.input_schema)
+            if prepared.skipped is not None:
+                self._done(writer, "skipped")
+                return
+            try:
+                results = self._runner(batches)(WriteTask(sink, ctx, prepared.state))
+            except BaseException:
+                abort_quietly(pm, ctx, prepared.state, [])
+                raise
+        writer.live = Attempt(
+            writer.index, writer.batch, writer.pid, pm, ctx, prepared.state, results
+        )
+
+    @precondition(
+        lambda self: not self.damaged and (any(w.live for w in self.writers) or self.zombies)
+    )
+    @rule(data=st.data())
+    def commit_begun(self, data: st.DataObject) -> None:
+        """Commit a begun attempt (a live one or a zombie), maybe from a fresh worker."""
+        attempts = [w.live for w in self.writers if w.live] + self.zombies
+        attempt = data.draw(st.sampled_from(attempts), label="attempt")
+        fresh = data.draw(st.booleans(), label="commit in a fresh worker")
+        writer = self.writers[attempt.writer]
+        live = attempt is writer.live
+        if live:
+            writer.live = None
+        else:
+            self.zombies.remove(attempt)
+        pid, pm = attempt.pid, attempt.pm
+        if fresh:
+            pid = f"{attempt.pid}/worker-{next(self.workers)}"
+            pm = self._in(pid, lambda: plugin_manager(self.target.sink(), driver_plugins(())))
+        try:
+            with simulated_process(pid):
+                outcome = finish(pm, attempt.ctx, attempt.state, attempt.results)
+        except EosinkError:
+            # a clean refusal (its files were cleaned up, the log moved on): Spark replays
+            with simulated_process(pid):
+                abort_quietly(pm, attempt.ctx, attempt.state, [r.message for r in attempt.results])
+            self._mark(attempt.writer, attempt.batch, "maybe")
+            return
+        if live:
+            self._done(writer, outcome.status)
+        elif outcome.status == "committed":
+            self._mark(attempt.writer, attempt.batch, "committed")
+
+    @rule(data=st.data())
+    def restart(self, data: st.DataObject) -> None:
+        """A driver restarts: what it kept in memory is gone; its attempt in flight lives on
+        as a zombie that may still commit."""
+        writer = data.draw(st.sampled_from(self.writers), label="writer")
+        if writer.live is not None:
+            self.zombies.append(writer.live)
+            writer.live = None
+        writer.generation += 1
+
+    @rule(seconds=st.sampled_from([0.5, 5.0, 61.0, 700.0, 4000.0, 90000.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.clock.t += seconds
+
+    @precondition(lambda self: not self.damaged)
+    @rule(older_than=st.sampled_from([0.0, 60.0, 3600.0]))
+    def cleanup(self, older_than: float) -> None:
+        """The operator's ``eosink cleanup --delete`` (from its own process). On a target that
+        holds no batch yet (no table, no log) a sink may refuse with a clear error instead."""
+        pid = f"operator-{next(self.workers)}"
+        with simulated_process(pid):
+            pm = plugin_manager(self.target.sink())
+            try:
+                pm.hook.cleanup_target(older_than_s=older_than, delete=True)
+            except EosinkError:
+                if "committed" in self.status.values():
+                    raise
+
+    @precondition(
+        lambda self: not self.damaged
+        and self.target is not None
+        and self.target.damage is not None
+        and list(self.status.values()).count("committed") >= 2
+    )
+    @rule(data=st.data())
+    def damage(self, data: st.DataObject) -> None:
+        """The target is damaged by hand: the next batch must refuse it, with a clear error
+        (or skip it, writing nothing, if the batch may be there already: a crash after its
+        commit left it in doubt)."""
+        self.target.damage()
+        self.damaged = True
+        writer = data.draw(st.sampled_from(self.writers), label="writer")
+        sink = self._in(writer.pid, self.target.sink)
+        with simulated_process(writer.pid):
+            try:
+                outcome = run_batch(
+                    sink, self._context(writer, sink), self.input_schema, self._runner([])
+                )
+            except EosinkError:
+                return
+        if outcome.status == "skipped" and (writer.index, writer.batch) in self.status:
+            return
+        raise AssertionError(f"a batch into a damaged target was {outcome.status}, not refused")
+
+    def recover(self) -> None:
+        """Spark's recovery: zombies finish or die, every writer replays its unfinished
+        batch and writes one more; then every batch must be there exactly once. No fault
+        is armed any more (a history may end between arming one and running its batch)."""
+        self._disarm()
+        self.crash_points.crash_at = None
+        for attempt in list(self.zombies):
+            self.zombies.remove(attempt)
+        for writer in self.writers:
+            if writer.live is not None:
+                writer.live = None
+            writer.generation += 1
+            for _ in range(2):
+                self._replay(writer)
+        self.check_rows()
+        self.audit()
+        for key, status in self.status.items():
+            if self._expected(*key):
+                assert status == "committed", f"batch {key} is still in doubt after recovery"
+
+    def _replay(self, writer: Writer) -> None:
+        sink = self._in(writer.pid, self.target.sink)
+        with simulated_process(writer.pid):
+            outcome = run_batch(
+                sink,
+                self._context(writer, sink),
+                self.input_schema,
+                self._runner(self._batch_data(None, writer)),
+            )
+        self._done(writer, outcome.status)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _in(self, pid: str, make: Callable[[], Any]) -> Any:
+        with simulated_process(pid):
+            return make()
+
+    def _idle_writer(self, data: st.DataObject) -> Writer | None:
+        idle = [w for w in self.writers if w.live is None]
+        return data.draw(st.sampled_from(idle), label="writer") if idle else None
+
+    def _context(self, writer: Writer, sink: Any, batch: int | None = None) -> BatchContext:
+        return BatchContext(
+            sink=sink.name,
+            writer_id=writer.writer_id,
+            batch_id=writer.batch if batch is None else batch,
+            query_id=writer.query_id,
+            checkpoint=f"/checkpoints/{writer.writer_id}",
+        )
+
+    def _batch_data(self, data: st.DataObject | None, writer: Writer) -> list[list[pa.RecordBatch]]:
+        """The batch's partitions as the sink gets them (:meth:`SinkSimulation.simulation_batch`):
+        drawn at its first attempt, the same on every replay."""
+        key = (writer.index, writer.batch)
+        if key not in self.data:
+            partitions: list[list[pa.RecordBatch]] = []
+            sizes = data.draw(st.lists(st.integers(0, 5), max_size=3), label="rows") if data else []
+            for p, n in enumerate(sizes):
+                ids = [row_id(writer.index, writer.batch, p, i) for i in range(n)]
+                rows = record_batches(self.spec.schema, ids, values=self.kit.simulation_values)
+                partitions.append([data.draw(rows, label="rows")])
+            self.data[key] = partitions
+        return [
+            [self.kit.simulation_batch(self.spec, b, *key, p) for b in partition]
+            for p, partition in enumerate(self.data[key])
+        ]
+
+    def _runner(self, partitions: list[list[pa.RecordBatch]]) -> Callable[[WriteTask], Any]:
+        runner = LocalRunner(partitions)
+
+        def run_writes(task: WriteTask) -> Any:
+            with simulated_process("executors"):  # executors share no driver state
+                return runner(task)
+
+        return run_writes
+
+    def _draw_fault(self, data: st.DataObject) -> Any:
+        choices: list[st.SearchStrategy[Any]] = [
+            st.none(),
+            st.builds(FaultPlugin, st.sampled_from(PHASE_POINTS), st.integers(0, 2)),
+        ]
+        if self.crash_points.seen:
+            choices.append(st.sampled_from(sorted(self.crash_points.seen)))
+        store = self.target.store
+        if store is not None:
+            choices.append(self.kit.simulation_store_faults())
+        # half of the batches without a fault: a history needs commits to break
+        fault = data.draw(st.one_of(st.none(), st.one_of(choices)), label="fault")
+        self.stats[f"fault_{_fault_kind(fault)}"] += 1
+        if isinstance(fault, str):
+            self.crash_points.crash_at = fault
+        elif isinstance(fault, StoreFault):
+            store.arm(fault)
+        return fault
+
+    def _fired(self) -> int:
+        store = self.target.store
+        if store is None:
+            return 0
+        fired = store.fired
+        return fired if isinstance(fired, int) else len(fired)  # a count, or the faults fired
+
+    def _disarm(self) -> None:
+        store = self.target.store
+        if store is not None:
+            store.disarm()
+
+    def _failed(self, writer: Writer, restart: bool) -> None:
+        self._mark(writer.index, writer.batch, "maybe")
+        if restart:
+            writer.generation += 1
+
+    def _done(self, writer: Writer, status: str) -> None:
+        self._mark(writer.index, writer.batch, "committed")
+        writer.batch += 1
+
+    def _mark(self, writer: int, batch: int, status: str) -> None:
+        if self.status.get((writer, batch)) != "committed":
+            self.status[(writer, batch)] = status

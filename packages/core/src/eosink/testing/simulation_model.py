@@ -1,0 +1,151 @@
+"""The parts of a generated history (:mod:`eosink.testing.simulation`): what it writes, its
+target, its clock, its writers and their attempts, the crash points met inside commits, and
+the ids that tell which writer's batch a row came from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pyarrow as pa
+
+from eosink.crash import set_crash_handler
+from eosink.hookspecs import hookimpl
+from eosink.model import BatchContext
+from eosink.testing.faults import FaultPlugin, InjectedCrash
+from eosink.testing.faultfs import FaultTarget
+
+#: Points between phases where a batch may crash (``inside_commit`` is drawn from the sink's
+#: own crash points, as commits reveal them).
+PHASE_POINTS = ("after_init", "mid_write", "before_commit", "after_commit", "task_retry")
+#: ids: writer * WRITER_SPAN + batch * BATCH_SPAN + partition * PARTITION_SPAN + row
+PARTITION_SPAN, BATCH_SPAN, WRITER_SPAN = 1_000, 100_000, 10**9
+EPOCH = 1_800_000_000.0
+
+
+@attrs.frozen
+class HistorySpec:
+    """What one history writes: the rows' schema, partition columns, writers, sink options."""
+
+    schema: pa.Schema
+    partition_by: tuple[str, ...]
+    writers: int
+    options: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define
+class SimTarget:
+    """One fresh, empty target for one history.
+
+    ``sink``: a new sink instance on the target, built from options alone (as a restarted
+    query, an executor or Spark's data-source worker builds it). ``read``: every row a reader
+    of the target sees, by a reader independent of the sink (Spark's semantics for files,
+    delta-rs for Delta, the store itself...): a ``pyarrow.Table`` or a list of dicts with at
+    least the spec's columns. ``store``: where store faults can be armed (a
+    :class:`~eosink.testing.faultfs.FaultTarget`; ``None``: the target takes none).
+    ``damage``: changes the target as a careless user or a broken tool would (``None``: not
+    simulated). ``close``: removes the target.
+    """
+
+    sink: Callable[[], Any]
+    read: Callable[[], Any]
+    store: FaultTarget | None = None
+    damage: Callable[[], None] | None = None
+    close: Callable[[], None] = attrs.field(default=lambda: None)
+
+
+class SimClock:
+    """The time of a history: starts at a fixed instant, moves 1 ms per reading (so that
+    modification times differ) and jumps when the history says so."""
+
+    def __init__(self) -> None:
+        self.t = EPOCH
+
+    def now(self) -> float:
+        self.t += 0.001
+        return self.t
+
+
+@attrs.define
+class CrashPoints:
+    """Records the sink's crash points inside ``commit`` and crashes at ``crash_at``."""
+
+    seen: set[str] = attrs.field(factory=set)
+    crash_at: str | None = None
+
+    @hookimpl(wrapper=True)
+    def commit(self) -> Any:
+        set_crash_handler(self._reached)
+        try:
+            return (yield)
+        finally:
+            set_crash_handler(None)
+
+    def _reached(self, name: str) -> None:
+        self.seen.add(name)
+        if name == self.crash_at:
+            self.crash_at = None
+            raise InjectedCrash(f"inside commit at {name}")
+
+
+@attrs.define
+class Attempt:
+    """A batch attempt begun (prepared, written) and not committed yet."""
+
+    writer: int
+    batch: int
+    pid: str
+    pm: Any
+    ctx: BatchContext
+    state: Any
+    results: list[Any]
+
+
+@attrs.define
+class Writer:
+    index: int
+    writer_id: str
+    query_id: str
+    generation: int = 0
+    batch: int = 0  # the batch it runs now (Spark's current batch id)
+    live: Attempt | None = None  # its current process's attempt in flight
+
+    @property
+    def pid(self) -> str:
+        return f"{self.writer_id}#{self.generation}"
+
+
+def _fault_kind(fault: Any) -> str:
+    if fault is None:
+        return "none"
+    if isinstance(fault, str):
+        return "inside_commit"
+    if isinstance(fault, FaultPlugin):
+        return fault.point
+    return f"store_{fault.kind}"
+
+
+def row_id(writer: int, batch: int, partition: int, row: int) -> int:
+    return writer * WRITER_SPAN + batch * BATCH_SPAN + partition * PARTITION_SPAN + row
+
+
+def batch_of(row_id: int) -> tuple[int, int]:
+    return row_id // WRITER_SPAN, row_id % WRITER_SPAN // BATCH_SPAN
+
+
+class Script:
+    """The draws of a shrunk history, replayed in order: a stand-in for hypothesis's ``data``.
+
+    A failure report lists each step with its draws; a regression test calls the same steps
+    with the same values (``history.run(Script(writer, [2], rows, None), batches=1)``), which
+    keeps reproducing after the strategies change, unlike a ``@reproduce_failure`` blob.
+    Running out of draws raises :class:`IndexError`, as hypothesis stops a history whose
+    draws overrun its budget.
+    """
+
+    def __init__(self, *values: Any) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: Any, label: str | None = None) -> Any:
+        return self.values.pop(0)
