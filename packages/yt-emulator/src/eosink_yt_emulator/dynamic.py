@@ -18,7 +18,6 @@ Behaviour follows:
 
 from __future__ import annotations
 
-import bisect
 import random
 import time
 
@@ -31,6 +30,7 @@ from .errors import (
     NO_SUCH_TABLET,
 )
 from .schema import Schema, key_of, check_value
+from .sortedkeys import SortedKeys
 from .yson import Uint64, Entity
 
 TRANSIENT = {"mounting", "unmounting", "freezing", "unfreezing"}
@@ -83,14 +83,14 @@ class DynTable:
         self.tablets = [Tablet(i) for i in range(max(1, int(tablet_count)))]
         # sorted tables: key -> list of (commit_ts, row or None) in ts order
         self.store = {}
-        self.sorted_keys = []  # sorted list of keys (sort tuples)
+        self.sorted_keys = SortedKeys()  # the keys (sort tuples) in order
         self.key_values = {}  # sort tuple -> original key values
         self.last_commit_ts = 0
 
     def clone_for(self, node):
         c = DynTable(node, self.schema, len(self.tablets), self.atomicity, self.commit_ordering)
         c.store = {k: list(v) for k, v in self.store.items()}
-        c.sorted_keys = list(self.sorted_keys)
+        c.sorted_keys = self.sorted_keys.copy()
         c.key_values = dict(self.key_values)
         for t, src in zip(c.tablets, self.tablets):
             t.rows = list(src.rows)
@@ -323,7 +323,7 @@ class DynTable:
                 return
             versions = []
             self.store[skey] = versions
-            bisect.insort(self.sorted_keys, skey)
+            self.sorted_keys.add(skey)
         versions.append((commit_ts, new))
         if len(versions) > 4:
             # Drop versions no active transaction can read any more (older than the
