@@ -9,7 +9,7 @@ from ..cypress import (
     SCALAR_TYPES,
     VALUE_TYPES,
 )
-from ..dynamic import DynTable
+from ..dyntable import DynTable
 from ..errors import (
     ALREADY_EXISTS,
     RESOLVE_ERROR,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..common import to_bool
-from ..dynamic import DynTable
+from ..dyntable import DynTable
 from ..errors import (
     YtError,
 )
