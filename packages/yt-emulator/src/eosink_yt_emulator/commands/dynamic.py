@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..errors import (
     YtError,
 )
-from ..query import execute, parse_query
+from ..query import parse_query
+from ..query_eval import execute
 from .base import CommandsBase, Tabular, _b, _s, command
 
 

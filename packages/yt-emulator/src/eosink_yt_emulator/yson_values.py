@@ -1,0 +1,71 @@
+"""The YSON value model: what the codec reads into and writes from (see ``yson.py``)."""
+
+from __future__ import annotations
+
+
+class YsonError(ValueError):
+    pass
+
+
+class Entity:
+    """YSON entity ``#`` (null)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, Entity) or other is None
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return "Entity()"
+
+    def __bool__(self):
+        return False
+
+
+ENTITY = Entity()
+
+
+class Uint64(int):
+    """An unsigned 64-bit YSON integer (``123u``)."""
+
+    def __repr__(self):
+        return "Uint64(%d)" % int(self)
+
+
+class Attributed:
+    """A YSON value with attributes: ``<attrs>value``."""
+
+    __slots__ = ("value", "attributes")
+
+    def __init__(self, value, attributes):
+        self.value = value
+        self.attributes = dict(attributes)
+
+    def __eq__(self, other):
+        if isinstance(other, Attributed):
+            return self.value == other.value and self.attributes == other.attributes
+        return False
+
+    def __repr__(self):
+        return "Attributed(%r, %r)" % (self.value, self.attributes)
+
+
+def unwrap(value):
+    """Return ``(value, attributes)`` for a possibly attributed value."""
+    if isinstance(value, Attributed):
+        return value.value, value.attributes
+    return value, {}
+
+
+def attrs_of(value):
+    return value.attributes if isinstance(value, Attributed) else {}
+
+
+def _to_text(b):
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return b
