@@ -38,7 +38,7 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    print("listening on %s" % emu.url, flush=True)
+    print(f"listening on {emu.url}", flush=True)
     try:
         while not stop.wait(0.5):
             pass

@@ -63,7 +63,7 @@ def new_id(type_code: int) -> str:
     with _counter_lock:
         n = next(_counter)
         h = _rng.getrandbits(32)
-    return "%x-%x-%x-%x" % (n, _rng.getrandbits(16), (CELL_TAG << 16) | type_code, h)
+    return f"{n:x}-{_rng.getrandbits(16):x}-{(CELL_TAG << 16) | type_code:x}-{h:x}"
 
 
 def id_type(object_id: str) -> int:

@@ -39,9 +39,7 @@ class QueueConsumers:
         path = _path(value)
         _, rest, _, text = self.state.cypress.resolve(path, None, missing_ok=True)
         if rest:
-            raise YtError(
-                "Failed to resolve %s path %s" % (what, path), RESOLVE_ERROR, {"path": path}
-            )
+            raise YtError(f"Failed to resolve {what} path {path}", RESOLVE_ERROR, {"path": path})
         return text
 
     def register(self, params):
@@ -56,9 +54,7 @@ class QueueConsumers:
     def unregister(self, params):
         key = (_path(params["queue_path"]), _path(params["consumer_path"]))
         if self.registrations.pop(key, None) is None:
-            raise YtError(
-                "Consumer %s is not registered for queue %s" % (key[1], key[0]), RESOLVE_ERROR
-            )
+            raise YtError(f"Consumer {key[1]} is not registered for queue {key[0]}", RESOLVE_ERROR)
         return {}
 
     def list(self, params):
@@ -92,8 +88,9 @@ class QueueConsumers:
             current = int(found[0]["offset"]) if found and found[0].get("offset") is not None else 0
             if current != int(old):
                 raise YtError(
-                    "Offset conflict at partition %s of consumer %s: expected offset %d, found "
-                    "offset %d" % (key["partition_index"], consumer, int(old), current),
+                    f"Offset conflict at partition {key['partition_index']} of consumer "
+                    f"{consumer}: "
+                    f"expected offset {int(old)}, found offset {int(current)}",
                     CONSUMER_OFFSET_CONFLICT,
                     {"expected_offset": int(old), "current_offset": current},
                 )
@@ -107,7 +104,7 @@ class QueueConsumers:
         consumer = _path(params["consumer_path"])
         if (queue, consumer) not in self.registrations:
             raise YtError(
-                "Consumer %s is not registered for queue %s" % (consumer, queue),
+                f"Consumer {consumer} is not registered for queue {queue}",
                 AUTHORIZATION_ERROR,
             )
         offset = params.get("offset")

@@ -269,7 +269,7 @@ class Cypress(CypressLocks, CypressWrites):
             obj_id = root[1:]
             node = self.nodes.get(obj_id)
             if node is None or not self.visible(node, tx):
-                raise YtError("No such object %s" % obj_id, RESOLVE_ERROR, {"path": text})
+                raise YtError(f"No such object {obj_id}", RESOLVE_ERROR, {"path": text})
         i = 0
         while i < len(keys):
             if node.type != "map_node":
@@ -280,7 +280,7 @@ class Cypress(CypressLocks, CypressWrites):
                         break  # the children are computed by the caller
                     raise not_supported_by_virtual_node(self.path_of(node, tx), text)
                 raise YtError(
-                    "Node %s cannot have children" % self.path_of(node, tx),
+                    f"Node {self.path_of(node, tx)} cannot have children",
                     RESOLVE_ERROR,
                     {"path": text},
                 )
@@ -293,7 +293,7 @@ class Cypress(CypressLocks, CypressWrites):
         computed = node.type in VALUE_TYPES or node.type in VIRTUAL_MAP_TYPES
         if rest and not missing_ok and not computed:
             raise YtError(
-                "Node %s has no child with key %r" % (self.path_of(node, tx), rest[0]),
+                f"Node {self.path_of(node, tx)} has no child with key {rest[0]!r}",
                 RESOLVE_ERROR,
                 {"path": text},
             )

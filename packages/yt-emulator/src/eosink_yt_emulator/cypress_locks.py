@@ -36,9 +36,9 @@ class CypressLocks:
                 if lock.mode == "snapshot" and lock.tx in mine:
                     return (
                         lock,
-                        "Cannot take %r lock for node %s since %r lock is already taken by "
-                        "the same transaction or its ancestor %s"
-                        % (mode, self.path_of(node, tx), "snapshot", lock.tx),
+                        f"Cannot take {mode!r} lock for node {self.path_of(node, tx)} since "
+                        f"'snapshot' lock is already taken by the same transaction or its "
+                        f"ancestor {lock.tx}",
                     )
         if mode == "snapshot":
             return None, None
@@ -55,13 +55,14 @@ class CypressLocks:
                 continue
             what = ""
             if lock.child_key is not None:
-                what = " for child %r" % lock.child_key
+                what = f" for child {lock.child_key!r}"
             elif lock.attribute_key is not None:
-                what = " for attribute %r" % lock.attribute_key
+                what = f" for attribute {lock.attribute_key!r}"
             return (
                 lock,
-                "Cannot take %r lock for node %s since %r lock%s is taken by concurrent "
-                "transaction %s" % (mode, self.path_of(node, tx), lock.mode, what, lock.tx),
+                f"Cannot take {mode!r} lock for node {self.path_of(node, tx)} since {lock.mode!r} "
+                f"lock{what} is taken by concurrent "
+                f"transaction {lock.tx}",
             )
         return None, None
 

@@ -127,8 +127,8 @@ class CypressWrites:
             raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))
         if node.dyn is not None and node.dyn.any_not_unmounted():
             raise YtError(
-                'Cannot remove table %s since not all of its tablets are in "unmounted" state'
-                % self.path_of(node, tx),
+                f"Cannot remove table {self.path_of(node, tx)} since not all of its tablets are "
+                'in "unmounted" state',
                 1,
                 {"tablet_state": node.dyn.table_state()},
             )

@@ -53,7 +53,7 @@ class DynamicTables:
     def table(self, path, tx=None):
         node, _, _, text = self.state.cypress.resolve(path, tx)
         if node.dyn is None:
-            raise YtError("Table %s is not dynamic" % text, 1, {"path": text})
+            raise YtError(f"Table {text} is not dynamic", 1, {"path": text})
         return node, node.dyn, text
 
     # ---------------------------------------------------------------- mount/unmount
@@ -69,7 +69,7 @@ class DynamicTables:
             s = t.current()
             if s in TRANSIENT:
                 raise YtError(
-                    "Tablet %d of table %s is in %r state" % (t.index, path, s),
+                    f"Tablet {t.index} of table {path} is in {s!r} state",
                     1744,
                     {"path": path},
                 )
@@ -88,7 +88,7 @@ class DynamicTables:
             s = t.current()
             if s in TRANSIENT:
                 raise YtError(
-                    "Tablet %d of table %s is in %r state" % (t.index, path, s),
+                    f"Tablet {t.index} of table {path} is in {s!r} state",
                     1744,
                     {"path": path},
                 )
@@ -112,14 +112,14 @@ class DynamicTables:
                     t.transition("freezing", "frozen", self.config["mount_delay"])
                 elif s != "frozen":
                     raise YtError(
-                        "Cannot freeze tablet %d in %r state" % (t.index, s), INVALID_TABLET_STATE
+                        f"Cannot freeze tablet {t.index} in {s!r} state", INVALID_TABLET_STATE
                     )
             else:
                 if s == "frozen":
                     t.transition("unfreezing", "mounted", self.config["mount_delay"])
                 elif s != "mounted":
                     raise YtError(
-                        "Cannot unfreeze tablet %d in %r state" % (t.index, s), INVALID_TABLET_STATE
+                        f"Cannot unfreeze tablet {t.index} in {s!r} state", INVALID_TABLET_STATE
                     )
         return {}
 
@@ -127,7 +127,7 @@ class DynamicTables:
         node, dyn, path = self.table(params["path"])
         if dyn.any_not_unmounted():
             raise YtError(
-                "Cannot reshard table %s since not all of its tablets are unmounted" % path,
+                f"Cannot reshard table {path} since not all of its tablets are unmounted",
                 INVALID_TABLET_STATE,
             )
         count = params.get("tablet_count")
@@ -150,17 +150,17 @@ class DynamicTables:
     def trim(self, params):
         node, dyn, path = self.table(params["path"])
         if dyn.sorted:
-            raise YtError("Cannot trim sorted table %s" % path, 1, {"path": path})
+            raise YtError(f"Cannot trim sorted table {path}", 1, {"path": path})
         idx = int(params["tablet_index"])
         if not 0 <= idx < len(dyn.tablets):
-            raise YtError("Invalid tablet index %d" % idx, NO_SUCH_TABLET)
+            raise YtError(f"Invalid tablet index {idx}", NO_SUCH_TABLET)
         t = dyn.tablets[idx]
         if t.current() not in ("mounted", "frozen"):
-            raise YtError("Tablet %d of table %s is not mounted" % (idx, path), TABLET_NOT_MOUNTED)
+            raise YtError(f"Tablet {idx} of table {path} is not mounted", TABLET_NOT_MOUNTED)
         count = int(params["trimmed_row_count"])
         if count > t.total:
             raise YtError(
-                "Cannot trim tablet %d at row %d since it only has %d rows" % (idx, count, t.total),
+                f"Cannot trim tablet {idx} at row {count} since it only has {t.total} rows",
                 1,
                 {"path": path},
             )
@@ -175,7 +175,7 @@ class DynamicTables:
         t = self.state.txm.get_any(tx_id)
         if t.kind != "tablet":
             raise YtError(
-                "Dynamic table commands can not be performed under master transaction %s" % tx_id,
+                f"Dynamic table commands can not be performed under master transaction {tx_id}",
                 1,
                 {"transaction_id": tx_id},
             )
@@ -228,13 +228,13 @@ class DynamicTables:
         for node_id, writes in by_table.items():
             node = self.state.cypress.get_node(node_id)
             if node is None or node.dead or node.dyn is None:
-                raise YtError("Table %s was removed during transaction %s" % (node_id, t.id), 1)
+                raise YtError(f"Table {node_id} was removed during transaction {t.id}", 1)
             dyn = node.dyn
             path = self.state.cypress.path_of(node, None)
             if dyn.atomicity != t.atomicity:
                 raise YtError(
-                    "Transaction atomicity %r does not match atomicity %r of table %s"
-                    % (t.atomicity, dyn.atomicity, path),
+                    f"Transaction atomicity {t.atomicity!r} does not match atomicity "
+                    f"{dyn.atomicity!r} of table {path}",
                     1,
                     {"path": path},
                 )
@@ -248,10 +248,10 @@ class DynamicTables:
                         if last > t.start_ts:
                             key = [row.get(k) for k in dyn.key_columns]
                             raise YtError(
-                                "Row lock conflict due to concurrent write: key %r of table %s was "
+                                f"Row lock conflict due to concurrent write: key {key!r} of table "
+                                f"{path} was "
                                 "modified by a "
-                                "transaction committed after the start of transaction %s"
-                                % (key, path, t.id),
+                                f"transaction committed after the start of transaction {t.id}",
                                 TABLET_TRANSACTION_LOCK_CONFLICT,
                                 {
                                     "path": path,
@@ -294,7 +294,7 @@ class DynamicTables:
         if node.type != "table" or node.dyn is None or node.dyn.sorted:
             kind = "a sorted dynamic table" if node.dyn is not None else "not a dynamic table"
             raise YtError(
-                "%s needs an ordered dynamic table, but %s is %s" % (what, text, kind),
+                f"{what} needs an ordered dynamic table, but {text} is {kind}",
                 1,
                 {"path": text},
             )
@@ -309,8 +309,8 @@ class DynamicTables:
         idx = int(params.get("partition_index", 0))
         if not 0 <= idx < len(dyn.tablets):
             raise YtError(
-                "Invalid tablet index for table %s: expected in range [0, %d], got %d"
-                % (path, len(dyn.tablets) - 1, idx),
+                f"Invalid tablet index for table {path}: expected in range "
+                f"[0, {len(dyn.tablets) - 1}], got {idx}",
                 NO_SUCH_TABLET,
                 {"path": path, "tablet_index": idx},
             )
@@ -318,7 +318,7 @@ class DynamicTables:
         state = tablet.current()
         if state not in ("mounted", "frozen", "freezing", "unfreezing"):
             raise YtError(
-                "Cannot read from table %s since tablet %d is in %r state" % (path, idx, state),
+                f"Cannot read from table {path} since tablet {idx} is in {state!r} state",
                 TABLET_NOT_MOUNTED,
                 {"path": path, "tablet_state": state},
             )
@@ -326,7 +326,7 @@ class DynamicTables:
         limit = int(params.get("max_row_count", 1000))
         if limit <= 0 or offset < 0:
             raise YtError(
-                "Invalid pull_queue arguments: offset %d, max_row_count %d" % (offset, limit),
+                f"Invalid pull_queue arguments: offset {offset}, max_row_count {limit}",
                 1,
                 {"path": path},
             )
@@ -346,7 +346,7 @@ class DynamicTables:
             idx = int(idx)
             if not 0 <= idx < len(dyn.tablets):
                 raise YtError(
-                    "Invalid tablet index for table %s: got %d" % (path, idx),
+                    f"Invalid tablet index for table {path}: got {idx}",
                     NO_SUCH_TABLET,
                     {"path": path, "tablet_index": idx},
                 )
@@ -377,7 +377,7 @@ class DynamicTables:
     def lookup(self, params, keys):
         node, dyn, path = self.table(params["path"])
         if not dyn.sorted:
-            raise YtError("Cannot lookup rows in ordered table %s" % path, 1, {"path": path})
+            raise YtError(f"Cannot lookup rows in ordered table {path}", 1, {"path": path})
         dyn.require_readable(path)
         ts = self.read_ts(params)
         columns = params.get("column_names")
@@ -389,7 +389,7 @@ class DynamicTables:
             for k in key:
                 if k not in dyn.key_columns:
                     raise YtError(
-                        "Column %r is not a key column of table %s" % (k, path),
+                        f"Column {k!r} is not a key column of table {path}",
                         SCHEMA_VIOLATION,
                         {"path": path, "column": k},
                     )
@@ -397,7 +397,7 @@ class DynamicTables:
             for k in dyn.key_columns:
                 if k not in key:
                     raise YtError(
-                        "Missing key column %r in lookup key" % k, SCHEMA_VIOLATION, {"path": path}
+                        f"Missing key column {k!r} in lookup key", SCHEMA_VIOLATION, {"path": path}
                     )
                 norm[k] = check_value(key[k], dyn.schema.by_name[k], path)
             row = dyn.latest(key_of(norm, dyn.key_columns), ts)
@@ -408,7 +408,7 @@ class DynamicTables:
             if columns:
                 for c in columns:
                     if c not in dyn.schema.by_name:
-                        raise YtError("No such column %r" % c, 1, {"path": path})
+                        raise YtError(f"No such column {c!r}", 1, {"path": path})
                 row = {c: row.get(c) for c in columns}
             out.append(row)
         return out

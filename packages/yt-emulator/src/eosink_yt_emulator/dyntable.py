@@ -103,7 +103,7 @@ class DynTable:
         for t in self.tablets:
             item = {
                 "index": t.index,
-                "tablet_id": "%s-t%d" % (self.node.id, t.index),
+                "tablet_id": f"{self.node.id}-t{t.index}",
                 "state": t.current(),
                 "cell_id": "1-1-1-1",
             }
@@ -119,7 +119,7 @@ class DynTable:
         last = n - 1 if last is None else int(last)
         if not (0 <= first <= last < n):
             raise YtError(
-                "Invalid tablet range [%d, %d] for a table with %d tablets" % (first, last, n),
+                f"Invalid tablet range [{first}, {last}] for a table with {n} tablets",
                 NO_SUCH_TABLET,
             )
         return self.tablets[first : last + 1]
@@ -129,7 +129,7 @@ class DynTable:
             s = t.current()
             if s not in ("mounted", "frozen", "freezing", "unfreezing"):
                 raise YtError(
-                    "Cannot read from table %s since tablet %d is in %r state" % (path, t.index, s),
+                    f"Cannot read from table {path} since tablet {t.index} is in {s!r} state",
                     TABLET_NOT_MOUNTED,
                     {"path": path, "tablet_state": s},
                 )
@@ -144,8 +144,8 @@ class DynTable:
                     else INVALID_TABLET_STATE
                 )
                 raise YtError(
-                    "Cannot write into tablet %d of table %s since it is in %r state"
-                    % (t.index, path, s),
+                    f"Cannot write into tablet {t.index} of table {path} since it is in {s!r} "
+                    "state",
                     code,
                     {"path": path, "tablet_state": s},
                 )
@@ -193,31 +193,31 @@ class DynTable:
         for k in self.key_columns:
             if k not in row:
                 raise YtError(
-                    "Missing key column %r in row" % k,
+                    f"Missing key column {k!r} in row",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": k},
                 )
         if op == "delete":
-                row = {k: row[k] for k in self.key_columns}
+            row = {k: row[k] for k in self.key_columns}
         out = {}
         for k, v in row.items():
             col = self.schema.by_name.get(k)
             if col is None:
                 raise YtError(
-                    "Column %r does not belong to the schema of table %s" % (k, path),
+                    f"Column {k!r} does not belong to the schema of table {path}",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": k},
                 )
             if col.expression:
                 raise YtError(
-                    "Computed column %r cannot be written" % k, SCHEMA_VIOLATION, {"path": path}
+                    f"Computed column {k!r} cannot be written", SCHEMA_VIOLATION, {"path": path}
                 )
             out[k] = check_value(v, col, path)
         if op == "insert" and not update:
             for col in self.schema.columns:
                 if col.required and out.get(col.name) is None and not col.sort_order:
                     raise YtError(
-                        "Required column %r cannot have null value" % col.name,
+                        f"Required column {col.name!r} cannot have null value",
                         SCHEMA_VIOLATION,
                         {"path": path, "column": col.name},
                     )
@@ -225,7 +225,7 @@ class DynTable:
             for col in self.schema.columns:
                 if col.required and col.name in out and out[col.name] is None:
                     raise YtError(
-                        "Required column %r cannot have null value" % col.name,
+                        f"Required column {col.name!r} cannot have null value",
                         SCHEMA_VIOLATION,
                         {"path": path, "column": col.name},
                     )
@@ -233,7 +233,7 @@ class DynTable:
             col = self.schema.by_name[k]
             if col.required and out.get(k) is None:
                 raise YtError(
-                    "Required key column %r cannot be null" % k,
+                    f"Required key column {k!r} cannot be null",
                     SCHEMA_VIOLATION,
                     {"path": path},
                 )
@@ -242,7 +242,7 @@ class DynTable:
     def _normalize_ordered(self, row, op, path):
         """A row of an ordered table: only ``$tablet_index`` of the system columns."""
         if op == "delete":
-            raise YtError("Cannot delete rows from ordered table %s" % path, 1, {"path": path})
+            raise YtError(f"Cannot delete rows from ordered table {path}", 1, {"path": path})
         out = {}
         for k, v in row.items():
             if k == "$tablet_index":
@@ -254,8 +254,8 @@ class DynTable:
                     or not 0 <= int(v) < len(self.tablets)
                 ):
                     raise YtError(
-                        "Invalid $tablet_index %r for table %s with %d tablets"
-                        % (v, path, len(self.tablets)),
+                        f"Invalid $tablet_index {v!r} for table {path} with {len(self.tablets)} "
+                        "tablets",
                         SCHEMA_VIOLATION,
                         {"path": path},
                     )
@@ -263,12 +263,12 @@ class DynTable:
                 continue
             if k in ("$row_index", "$timestamp", "$cumulative_data_weight"):
                 raise YtError(
-                    "System column %r cannot be written" % k, SCHEMA_VIOLATION, {"path": path}
+                    f"System column {k!r} cannot be written", SCHEMA_VIOLATION, {"path": path}
                 )
             col = self.schema.by_name.get(k)
             if col is None:
                 raise YtError(
-                    "Column %r does not belong to the schema of table %s" % (k, path),
+                    f"Column {k!r} does not belong to the schema of table {path}",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": k},
                 )
@@ -276,7 +276,7 @@ class DynTable:
         for col in self.schema.columns:
             if col.required and out.get(col.name) is None:
                 raise YtError(
-                    "Required column %r cannot have null value" % col.name,
+                    f"Required column {col.name!r} cannot have null value",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
@@ -307,7 +307,7 @@ class DynTable:
             for c in self.schema.columns:
                 if c.required and new.get(c.name) is None:
                     raise YtError(
-                        "Required column %r cannot have null value" % c.name, SCHEMA_VIOLATION
+                        f"Required column {c.name!r} cannot have null value", SCHEMA_VIOLATION
                     )
         if versions is None:
             if new is None:

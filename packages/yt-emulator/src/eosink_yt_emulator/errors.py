@@ -64,15 +64,15 @@ class YtError(Exception):
         }
 
     def __str__(self):
-        return "%s (code %d)" % (self.message, self.code)
+        return f"{self.message} (code {int(self.code)})"
 
 
 def resolve_error(path, message=None):
-    return YtError(message or "Node %s has no child" % path, RESOLVE_ERROR, {"path": path})
+    return YtError(message or f"Node {path} has no child", RESOLVE_ERROR, {"path": path})
 
 
 def no_such_transaction(tx_id):
-    return YtError("No such transaction %s" % tx_id, NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
+    return YtError(f"No such transaction {tx_id}", NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
 
 
 def not_supported_by_virtual_node(node_path: str, path: str) -> YtError:
@@ -85,8 +85,8 @@ def not_supported_by_virtual_node(node_path: str, path: str) -> YtError:
     known, so the emulator serves reads only and refuses every write (README, gaps).
     """
     return YtError(
-        "Method is not supported: %s is a virtual node; only get, list and exists are served"
-        % node_path,
+        f"Method is not supported: {node_path} is a virtual node; only get, list and exists are "
+        "served",
         NO_SUCH_METHOD,
         {"path": path},
     )

@@ -55,7 +55,7 @@ class FaultRule:
         if when not in ("before", "after"):
             raise ValueError("when must be 'before' or 'after'")
         if kind not in KINDS + PASS_THROUGH_KINDS:
-            raise ValueError("kind must be one of %s" % (KINDS + PASS_THROUGH_KINDS,))
+            raise ValueError(f"kind must be one of {KINDS + PASS_THROUGH_KINDS}")
         if (kind == "callback") != (callback is not None):
             raise ValueError("a callback goes with kind 'callback' only, and it needs one")
         if callback is not None and not callable(callback):
@@ -65,7 +65,7 @@ class FaultRule:
         self.kind = kind
         self.times = times  # None = forever
         self.code = int(code)
-        self.message = message or "Injected fault for command %r" % command
+        self.message = message or f"Injected fault for command {command!r}"
         self.match = match
         self.seconds = float(seconds)
         self.callback = callback

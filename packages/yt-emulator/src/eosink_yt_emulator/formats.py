@@ -27,7 +27,7 @@ class Format:
             name = name.decode()
         if name not in SUPPORTED:
             raise YtError(
-                "Format %r is not supported by the emulator (supported: yson, json)" % (name,),
+                f"Format {name!r} is not supported by the emulator (supported: yson, json)",
                 1,
                 {"format": name},
             )
@@ -69,7 +69,7 @@ class Format:
             if isinstance(value, yson.Entity):
                 continue  # control row (table_index etc.)
             if not isinstance(value, dict):
-                raise YtError("Invalid row: expected a map, found %s" % type(value).__name__, 1)
+                raise YtError(f"Invalid row: expected a map, found {type(value).__name__}", 1)
             rows.append(value)
         return rows
 

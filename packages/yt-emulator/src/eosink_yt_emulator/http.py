@@ -123,14 +123,14 @@ class ProxyHandler(BaseHTTPRequestHandler):
             return zlib.decompress(data)
         if enc == "br" and brotli is not None:
             return brotli.decompress(data)
-        raise YtError("Content encoding %r is not supported by the emulator" % enc, 1)
+        raise YtError(f"Content encoding {enc!r} is not supported by the emulator", 1)
 
     def _send(self, status, body=b"", headers=None, content_type="application/json"):
         self.send_response(status)
         hdrs = {
             "Content-Type": content_type,
             "Content-Length": str(len(body)),
-            "X-YT-Request-Id": "%016x" % id(self),
+            "X-YT-Request-Id": f"{id(self):016x}",
             "X-YT-Proxy": socket.gethostname(),
         }
         if headers:
@@ -212,7 +212,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 self._command(path[len("/api/v4/") :], url.query)
                 return
             self._read_body()
-            err = YtError("Unknown URL %s" % path, 1)
+            err = YtError(f"Unknown URL {path}", 1)
             status, body, headers, ctype = self._error_response(err, 404)
             self._send(status, body, headers, ctype)
         except (BrokenPipeError, ConnectionResetError):
@@ -408,8 +408,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             rule.callback()
         except Exception as exc:
             raise YtError(
-                "Callback injected before command %r failed: %s: %s"
-                % (command, type(exc).__name__, exc),
+                f"Callback injected before command {command!r} failed: {type(exc).__name__}: {exc}",
                 1,
                 {"injected": True, "traceback": traceback.format_exc()},
             )
@@ -421,7 +420,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         try:
             value = yson.from_json(data) if fmt == "json" else yson.loads(data)
         except (ValueError, yson.YsonError) as e:
-            raise YtError("Error parsing command parameters: %s" % e, 1)
+            raise YtError(f"Error parsing command parameters: {e}", 1)
         value = unwrap(value)[0]
         if not isinstance(value, dict):
             raise YtError("Command parameters must be a map", 1)

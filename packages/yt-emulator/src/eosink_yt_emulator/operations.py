@@ -108,7 +108,7 @@ class Operations:
         if runner is None:
             op.state = "failed"
             op.error = YtError(
-                "Operation type %r is not supported by the emulator" % op_type, 1
+                f"Operation type {op_type!r} is not supported by the emulator", 1
             ).to_dict()
             op.finish_time = now_iso()
             return op
@@ -120,7 +120,7 @@ class Operations:
                 "type": "master",
                 "transaction_id": user_tx,
                 "timeout": 3600 * 1000,
-                "attributes": {"title": "Scheduler input transaction for operation %s" % op.id},
+                "attributes": {"title": f"Scheduler input transaction for operation {op.id}"},
             }
         )
         out_tx = txm.start(
@@ -128,7 +128,7 @@ class Operations:
                 "type": "master",
                 "transaction_id": user_tx,
                 "timeout": 3600 * 1000,
-                "attributes": {"title": "Scheduler output transaction for operation %s" % op.id},
+                "attributes": {"title": f"Scheduler output transaction for operation {op.id}"},
             }
         )
         self._in_tx = in_tx.id
@@ -151,9 +151,7 @@ class Operations:
     def get(self, op_id):
         op = self.ops.get(op_id)
         if op is None:
-            raise YtError(
-                "No such operation %s" % op_id, NO_SUCH_OPERATION, {"operation_id": op_id}
-            )
+            raise YtError(f"No such operation {op_id}", NO_SUCH_OPERATION, {"operation_id": op_id})
         return op
 
     def abort(self, op_id):
@@ -251,7 +249,7 @@ class Operations:
             for _, s, text in inputs:
                 if not s.sorted:
                     raise YtError(
-                        "Input table %s is not sorted" % text, SORT_ORDER_VIOLATION, {"path": text}
+                        f"Input table {text} is not sorted", SORT_ORDER_VIOLATION, {"path": text}
                     )
             merge_by = spec.get("merge_by")
             if merge_by is None:
@@ -267,7 +265,7 @@ class Operations:
             for _, s, text in inputs:
                 if s.key_columns[: len(merge_by)] != merge_by:
                     raise YtError(
-                        "Input table %s is not sorted by %r" % (text, merge_by),
+                        f"Input table {text} is not sorted by {merge_by!r}",
                         SORT_ORDER_VIOLATION,
                     )
             rows = [r for rs, _, _ in inputs for r in rs]
@@ -284,7 +282,7 @@ class Operations:
         if mode == "unordered" or mode == "ordered":
             inferred = inferred.without_sort() if inferred.sorted and len(inputs) > 1 else inferred
         else:
-            raise YtError("Unknown merge mode %r" % mode, 1)
+            raise YtError(f"Unknown merge mode {mode!r}", 1)
         # Without combine_chunks every input keeps (at least) its own chunk.
         chunks = [rows] if combine else [rs for rs, _, _ in inputs]
         self._output(output, tx, rows, inferred, chunks=chunks)

@@ -67,7 +67,7 @@ AGGREGATES = {"sum", "min", "max", "count", "avg", "first"}
 
 
 def _err(msg):
-    return YtError("Error while parsing query: %s" % msg, QUERY_ERROR)
+    return YtError(f"Error while parsing query: {msg}", QUERY_ERROR)
 
 
 def tokenize(text):
@@ -76,7 +76,7 @@ def tokenize(text):
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m:
-            raise _err("unexpected character %r at position %d" % (text[pos], pos))
+            raise _err(f"unexpected character {text[pos]!r} at position {pos}")
         pos = m.end()
         kind = m.lastgroup
         if kind == "ws":
@@ -125,7 +125,7 @@ class Parser:
     def expect(self, kind, val=None):
         t = self.accept(kind, val)
         if t is None:
-            raise _err("expected %s, found %r" % (val or kind, self.peek()[1]))
+            raise _err(f"expected {val or kind}, found {self.peek()[1]!r}")
         return t
 
     def parse(self):
@@ -169,7 +169,7 @@ class Parser:
             else:
                 break
         if self.peek()[0] != "end":
-            raise _err("unexpected token %r" % (self.peek()[1],))
+            raise _err(f"unexpected token {self.peek()[1]!r}")
         if q.order_by and q.limit is None:
             raise YtError("ORDER BY used without LIMIT", QUERY_ERROR)
         return q
@@ -312,7 +312,7 @@ class Parser:
                     return ("agg", name, args)
                 return ("func", name, args)
             return ("col", val)
-        raise _err("unexpected token %r" % (val,))
+        raise _err(f"unexpected token {val!r}")
 
 
 def expr_name(e):
@@ -321,7 +321,7 @@ def expr_name(e):
     if e[0] == "lit":
         return repr(e[1])
     if e[0] == "agg" or e[0] == "func":
-        return "%s(%s)" % (e[1], ", ".join(expr_name(a) for a in e[2]))
+        return f"{e[1]}({', '.join(expr_name(a) for a in e[2])})"
     return "expr"
 
 

@@ -100,7 +100,7 @@ def _func(name, args):
         return None if _null(args[0]) else bool(args[0])
     if name == "string":
         return None if _null(args[0]) else str(args[0])
-    raise YtError("Unknown function %r" % name, QUERY_ERROR)
+    raise YtError(f"Unknown function {name!r}", QUERY_ERROR)
 
 
 def evaluate(e, row, columns=None):
@@ -110,7 +110,7 @@ def evaluate(e, row, columns=None):
     if k == "col":
         name = e[1]
         if columns is not None and name not in columns and name not in row:
-            raise YtError("Undefined reference %r" % name, QUERY_ERROR)
+            raise YtError(f"Undefined reference {name!r}", QUERY_ERROR)
         v = row.get(name)
         return None if isinstance(v, Entity) else v
     if k == "and":
@@ -138,9 +138,9 @@ def evaluate(e, row, columns=None):
     if k == "agg":
         key = agg_key(e)
         if key not in row:
-            raise YtError("Aggregate function %s used outside of GROUP BY" % e[1], QUERY_ERROR)
+            raise YtError(f"Aggregate function {e[1]} used outside of GROUP BY", QUERY_ERROR)
         return row[key]
-    raise YtError("Cannot evaluate %r" % (k,), QUERY_ERROR)
+    raise YtError(f"Cannot evaluate {k!r}", QUERY_ERROR)
 
 
 def agg_key(e):
@@ -177,7 +177,7 @@ def _aggregate(name, values):
         return float(sum(vals)) / len(vals)
     if name == "first":
         return vals[0]
-    raise YtError("Unknown aggregate %r" % name, QUERY_ERROR)
+    raise YtError(f"Unknown aggregate {name!r}", QUERY_ERROR)
 
 
 def execute(q: Query, rows, columns, output_row_limit=None):

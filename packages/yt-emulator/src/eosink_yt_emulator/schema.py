@@ -130,7 +130,7 @@ def _parse_type_v3(t):
         if name == "decimal":
             return "string", True
         return "any", True  # list/struct/tuple/dict/variant: composite
-    raise YtError("Invalid type_v3 %r" % (t,), SCHEMA_VIOLATION)
+    raise YtError(f"Invalid type_v3 {t!r}", SCHEMA_VIOLATION)
 
 
 class Schema:
@@ -174,7 +174,7 @@ class Schema:
                 )
             name = _s(raw["name"])
             if name in seen:
-                raise YtError("Duplicate column name %r in table schema" % name, SCHEMA_VIOLATION)
+                raise YtError(f"Duplicate column name {name!r} in table schema", SCHEMA_VIOLATION)
             seen.add(name)
             type_v3 = raw.get("type_v3")
             if "type" in raw:
@@ -187,22 +187,22 @@ class Schema:
             elif type_v3 is not None:
                 t, required = _parse_type_v3(type_v3)
             else:
-                raise YtError('Column %r has neither "type" nor "type_v3"' % name, SCHEMA_VIOLATION)
+                raise YtError(f'Column {name!r} has neither "type" nor "type_v3"', SCHEMA_VIOLATION)
             t = V3_TO_V1.get(t, t)
             if t not in SIMPLE_TYPES:
-                raise YtError("Invalid type %r of column %r" % (t, name), SCHEMA_VIOLATION)
+                raise YtError(f"Invalid type {t!r} of column {name!r}", SCHEMA_VIOLATION)
             if t == "any" and required and type_v3 is None:
                 raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
             sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
             if sort_order not in (None, "ascending", "descending"):
                 raise YtError(
-                    "Invalid sort_order %r of column %r" % (sort_order, name), SCHEMA_VIOLATION
+                    f"Invalid sort_order {sort_order!r} of column {name!r}", SCHEMA_VIOLATION
                 )
             aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
             if aggregate is not None and aggregate not in AGGREGATES:
-                raise YtError("Unknown aggregate function %r" % aggregate, SCHEMA_VIOLATION)
+                raise YtError(f"Unknown aggregate function {aggregate!r}", SCHEMA_VIOLATION)
             if aggregate is not None and sort_order:
-                raise YtError("Key column %r cannot be aggregated" % name, SCHEMA_VIOLATION)
+                raise YtError(f"Key column {name!r} cannot be aggregated", SCHEMA_VIOLATION)
             keep_v3 = (
                 type_v3
                 if (type_v3 is not None and t == "any" and not isinstance(unwrap(type_v3)[0], str))
@@ -226,7 +226,7 @@ class Schema:
             if c.sort_order:
                 if key_done:
                     raise YtError(
-                        "Key columns must form a prefix of the schema (column %r)" % c.name,
+                        f"Key columns must form a prefix of the schema (column {c.name!r})",
                         SCHEMA_VIOLATION,
                     )
             else:
@@ -249,7 +249,7 @@ class Schema:
             if c is None:
                 if self.strict:
                     raise YtError(
-                        "Sort column %r is not found in the schema" % name, SCHEMA_VIOLATION
+                        f"Sort column {name!r} is not found in the schema", SCHEMA_VIOLATION
                     )
                 c = Column(name, "any", False)
             cols.append(
@@ -297,7 +297,7 @@ class Schema:
         row = unwrap(row)[0]
         if not isinstance(row, dict):
             raise YtError(
-                "Invalid row: expected a map, got %s" % type(row).__name__,
+                f"Invalid row: expected a map, got {type(row).__name__}",
                 SCHEMA_VIOLATION,
                 {"path": path},
             )
@@ -311,10 +311,10 @@ class Schema:
                     out[k] = v
                     continue
                 if k.startswith("$"):
-                    raise YtError("Unknown system column %r" % k, SCHEMA_VIOLATION, {"path": path})
+                    raise YtError(f"Unknown system column {k!r}", SCHEMA_VIOLATION, {"path": path})
                 if self.strict:
                     raise YtError(
-                        "Column %r does not belong to the strict schema of table %s" % (k, path),
+                        f"Column {k!r} does not belong to the strict schema of table {path}",
                         SCHEMA_VIOLATION,
                         {"path": path, "column": k},
                     )
@@ -324,7 +324,7 @@ class Schema:
         for col in self.columns:
             if col.required and out.get(col.name) is None:
                 raise YtError(
-                    "Required column %r cannot have null value" % col.name,
+                    f"Required column {col.name!r} cannot have null value",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
@@ -345,7 +345,7 @@ def check_value(v, col, path=""):
             lo, hi = INT_RANGES[t]
             if not lo <= int(v) <= hi:
                 raise YtError(
-                    "Value %d is out of range for column %r of type %r" % (int(v), col.name, t),
+                    f"Value {int(v)} is out of range for column {col.name!r} of type {t!r}",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
@@ -365,7 +365,7 @@ def check_value(v, col, path=""):
                 v = v.decode("utf-8")
             except UnicodeDecodeError:
                 raise YtError(
-                    "Value of column %r is not a valid UTF-8 string" % col.name,
+                    f"Value of column {col.name!r} is not a valid UTF-8 string",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
@@ -375,7 +375,7 @@ def check_value(v, col, path=""):
         bad = True
     if bad:
         raise YtError(
-            "Invalid type of column %r: expected %r, got %r" % (col.name, t, value_type(v)),
+            f"Invalid type of column {col.name!r}: expected {t!r}, got {value_type(v)!r}",
             SCHEMA_VIOLATION,
             {"path": path, "column": col.name, "expected_type": t, "actual_type": value_type(v)},
         )
@@ -433,15 +433,15 @@ def check_sorted(rows, key_columns, unique, path, previous_key=None):
         if prev is not None:
             if k < prev:
                 raise YtError(
-                    "Sort order violation: %r is less than the previous key"
-                    % ([row.get(c) for c in key_columns],),
+                    f"Sort order violation: {[row.get(c) for c in key_columns]!r} is less than "
+                    "the previous key",
                     SORT_ORDER_VIOLATION,
                     {"path": path},
                 )
             if unique and k == prev:
                 raise YtError(
-                    "Duplicate key %r in a table with unique keys"
-                    % ([row.get(c) for c in key_columns],),
+                    f"Duplicate key {[row.get(c) for c in key_columns]!r} in a table with unique "
+                    "keys",
                     UNIQUE_KEY_VIOLATION,
                     {"path": path},
                 )

@@ -79,7 +79,7 @@ class _ClientFactory:
     @property
     def proxy(self):
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return "%s:%d" % (host, self.port)
+        return f"{host}:{int(self.port)}"
 
     @property
     def url(self):
@@ -182,16 +182,16 @@ class YtEmulator(_ClientFactory):
                 "expire_transaction",
                 "clear",
             ):
-                return 400, {"error": "unknown action %r" % action}
+                return 400, {"error": f"unknown action {action!r}"}
             try:
                 getattr(self.faults, action)(**args)
             except Exception as e:  # report to the caller
-                return 400, {"error": "%s: %s" % (type(e).__name__, e)}
+                return 400, {"error": f"{type(e).__name__}: {e}"}
             return 200, {}
         if sub == "transactions":
             with self.state.lock:
                 return 200, self.state.txm.active_ids()
-        return 404, {"error": "unknown control path %r" % path}
+        return 404, {"error": f"unknown control path {path!r}"}
 
 
 def _jsonable(entry):
@@ -324,7 +324,7 @@ class EmulatorProcess(_ClientFactory):
                 break
         err = self.proc.stderr.read() if self.proc.poll() is not None else ""
         self.stop()
-        raise RuntimeError("emulator process did not start: %r %s" % (line, err))
+        raise RuntimeError(f"emulator process did not start: {line!r} {err}")
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

@@ -116,7 +116,7 @@ class StaticTables:
     def require_table(self, path, tx):
         node, _, _, text = self.cypress.resolve(path, tx)
         if node.type != "table":
-            raise YtError("Node %s is not a table (type %r)" % (text, node.type), 1, {"path": text})
+            raise YtError(f"Node {text} is not a table (type {node.type!r})", 1, {"path": text})
         return node, text
 
     # ---------------------------------------------------------------- write
@@ -127,7 +127,7 @@ class StaticTables:
         attrs = path_attrs(path)
         if node.dyn is not None:
             raise YtError(
-                "Cannot write into dynamic table %s with write_table" % text, 1, {"path": text}
+                f"Cannot write into dynamic table {text} with write_table", 1, {"path": text}
             )
         append = bool(attrs.get("append", False))
         self.write_rows(node, text, [rows], tx, append, attrs.get("sorted_by"), attrs.get("schema"))
@@ -143,7 +143,7 @@ class StaticTables:
         if new_schema is not None:
             if append:
                 raise YtError(
-                    "Cannot set schema while appending to table %s" % text, 1, {"path": text}
+                    f"Cannot set schema while appending to table {text}", 1, {"path": text}
                 )
             schema = Schema.parse(new_schema)
             schema_mode = "strong"
@@ -154,8 +154,9 @@ class StaticTables:
             if append and schema.key_columns != sorted_by:
                 if not (schema.sorted and schema.key_columns[: len(sorted_by)] == sorted_by):
                     raise YtError(
-                        "Cannot append sorted data to table %s: sorted_by %r does not match key "
-                        "columns %r" % (text, sorted_by, schema.key_columns),
+                        f"Cannot append sorted data to table {text}: sorted_by {sorted_by!r} does "
+                        "not match key "
+                        f"columns {schema.key_columns!r}",
                         SORT_ORDER_VIOLATION,
                         {"path": text},
                     )
@@ -189,7 +190,7 @@ class StaticTables:
         (and, for a sorted table, against the table's last key): the rows are never stored."""
         node, text = self.require_table(path, None)
         if node.dyn is not None:
-            raise YtError("Cannot add rows to dynamic table %s" % text, 1, {"path": text})
+            raise YtError(f"Cannot add rows to dynamic table {text}", 1, {"path": text})
         st = self.cypress.view(node, None)
         schema = table_schema(st)
         edges = [schema.validate_row(make_row(i), text) for i in sorted({0, count - 1})]
@@ -273,7 +274,7 @@ class StaticTables:
                 lo = self._key_bound(ex["key"], rows, schema, text, upper=False)
                 hi = self._key_bound(ex["key"], rows, schema, text, upper=True)
                 return lo, hi
-            raise YtError("Unsupported exact limit %r" % (ex,), 1)
+            raise YtError(f"Unsupported exact limit {ex!r}", 1)
         lo, hi = 0, n
         if "lower_limit" in rng:
             lo = self._limit(rng["lower_limit"], rows, schema, text, upper=False)
@@ -310,7 +311,7 @@ class StaticTables:
 
     def _key_bound(self, key, rows, schema, text, upper):
         if not schema.sorted:
-            raise YtError("Cannot use key limits on unsorted table %s" % text, 1, {"path": text})
+            raise YtError(f"Cannot use key limits on unsorted table {text}", 1, {"path": text})
         key = [None if isinstance(k, Entity) else k for k in unwrap(key)[0]]
         kc = schema.key_columns[: len(key)]
         target = tuple(sort_value(k) for k in key)

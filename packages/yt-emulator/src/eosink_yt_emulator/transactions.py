@@ -160,7 +160,7 @@ class TransactionManager:
             raise no_such_transaction(tx)
         if t.kind != "master":
             raise YtError(
-                "Transaction %s is not a master transaction" % tx, 1, {"transaction_id": tx}
+                f"Transaction {tx} is not a master transaction", 1, {"transaction_id": tx}
             )
         return t
 
@@ -196,7 +196,7 @@ class TransactionManager:
                 raise YtError("Tablet transactions cannot have a parent transaction", 1)
             atomicity = params.get("atomicity", "full")
             if atomicity not in ("full", "none"):
-                raise YtError("Invalid atomicity %r" % atomicity, 1)
+                raise YtError(f"Invalid atomicity {atomicity!r}", 1)
             t = TabletTransaction(
                 self.state.clock.next(),
                 timeout,
@@ -210,7 +210,7 @@ class TransactionManager:
             for pre in params.get("prerequisite_transaction_ids") or []:
                 if self.find_master(pre) is None or self.txs[pre].state != "active":
                     raise YtError(
-                        "Prerequisite check failed: transaction %s is missing" % pre,
+                        f"Prerequisite check failed: transaction {pre} is missing",
                         1000,
                         {"prerequisite_transaction_id": pre},
                     )
@@ -219,7 +219,7 @@ class TransactionManager:
             if parent is not None:
                 self.txs[parent].children.add(t.id)
         else:
-            raise YtError("Invalid transaction type %r" % tx_type, 1)
+            raise YtError(f"Invalid transaction type {tx_type!r}", 1)
         deadline = params.get("deadline")
         if deadline:
             import datetime
@@ -264,8 +264,8 @@ class TransactionManager:
         active = [c for c in t.children if c in self.txs and self.txs[c].state == "active"]
         if active:
             raise YtError(
-                "Cannot commit transaction %s since it has %d active nested transaction(s)"
-                % (tx, len(active)),
+                f"Cannot commit transaction {tx} since it has {len(active)} active nested "
+                "transaction(s)",
                 INVALID_TRANSACTION_STATE,
                 {"transaction_id": tx, "nested_transaction_ids": sorted(active)},
             )

@@ -17,7 +17,7 @@ def parse_ypath(path):
     if isinstance(path, bytes):
         path = path.decode("utf-8", "replace")
     if not isinstance(path, str):
-        raise YtError("Invalid path %r" % (path,))
+        raise YtError(f"Invalid path {path!r}")
     p = path.strip()
     if p.startswith("#"):
         end = 1
@@ -33,14 +33,14 @@ def parse_ypath(path):
         rest = p
     else:
         raise YtError(
-            'Error parsing YPath %r: expected "/" or "#"' % path, RESOLVE_ERROR, {"path": path}
+            f'Error parsing YPath {path!r}: expected "/" or "#"', RESOLVE_ERROR, {"path": path}
         )
     tokens = []
     i = 0
     n = len(rest)
     while i < n:
         if rest[i] != "/":
-            raise YtError("Unexpected character in YPath %r" % path, RESOLVE_ERROR, {"path": path})
+            raise YtError(f"Unexpected character in YPath {path!r}", RESOLVE_ERROR, {"path": path})
         i += 1
         is_attr = False
         if i < n and rest[i] == "@":

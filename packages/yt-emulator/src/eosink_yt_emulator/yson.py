@@ -94,7 +94,7 @@ def to_json_obj(v, encode_utf8=True, escape_dollar=True):
         }
     if isinstance(v, (list, tuple)):
         return [to_json_obj(x, encode_utf8, escape_dollar) for x in v]
-    raise YsonError("Cannot serialize %r to JSON" % (type(v),))
+    raise YsonError(f"Cannot serialize {type(v)!r} to JSON")
 
 
 def to_json(v, encode_utf8=True) -> bytes:

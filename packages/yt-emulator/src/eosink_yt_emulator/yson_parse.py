@@ -36,7 +36,7 @@ class _Parser:
         self.n = len(self.data)
 
     def error(self, msg):
-        raise YsonError("%s at position %d" % (msg, self.pos))
+        raise YsonError(f"{msg} at position {self.pos}")
 
     def skip_ws(self):
         d, p, n = self.data, self.pos, self.n
@@ -53,7 +53,7 @@ class _Parser:
     def expect(self, ch):
         c = self.peek()
         if c != ch:
-            self.error("Expected %r, found %r" % (chr(ch), None if c is None else chr(c)))
+            self.error(f"Expected {chr(ch)!r}, found {None if c is None else chr(c)!r}")
         self.pos += 1
 
     def read_varint(self):
@@ -131,7 +131,7 @@ class _Parser:
             return self.parse_number()
         if c in _UNQUOTED_START:
             return _to_text(self.parse_unquoted())
-        self.error("Unexpected character %r" % chr(c))
+        self.error(f"Unexpected character {chr(c)!r}")
 
     def parse_quoted(self):
         d = self.data
@@ -211,7 +211,7 @@ class _Parser:
         try:
             return int(tok)
         except ValueError:
-            self.error("Bad number %r" % tok)
+            self.error(f"Bad number {tok!r}")
 
     def parse_key(self):
         c = self.peek()

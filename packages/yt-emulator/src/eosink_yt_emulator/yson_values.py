@@ -32,7 +32,7 @@ class Uint64(int):
     """An unsigned 64-bit YSON integer (``123u``)."""
 
     def __repr__(self):
-        return "Uint64(%d)" % int(self)
+        return f"Uint64({int(self)})"
 
 
 class Attributed:
@@ -50,7 +50,7 @@ class Attributed:
         return False
 
     def __repr__(self):
-        return "Attributed(%r, %r)" % (self.value, self.attributes)
+        return f"Attributed({self.value!r}, {self.attributes!r})"
 
 
 def unwrap(value):

@@ -108,7 +108,7 @@ def _write(v, out: bytearray, binary: bool):
             out += b";"
         out += b"]"
     else:
-        raise YsonError("Cannot serialize %r to YSON" % (type(v),))
+        raise YsonError(f"Cannot serialize {type(v)!r} to YSON")
 
 
 def _write_map_items(d, out, binary):

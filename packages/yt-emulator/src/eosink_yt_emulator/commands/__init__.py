@@ -62,7 +62,7 @@ class Commands(
         handler = REGISTRY.get(command)
         if handler is None:
             raise YtError(
-                "Command %r is not supported by the emulator" % command, 1, {"command": command}
+                f"Command {command!r} is not supported by the emulator", 1, {"command": command}
             )
         self._refuse_virtual_targets(command, params)
         self.cypress.begin()

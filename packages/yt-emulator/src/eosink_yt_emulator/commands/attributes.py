@@ -45,12 +45,12 @@ class AttributeReads(CommandsBase):
         key = rest[0]
         if key not in children:
             raise YtError(
-                "Node %s has no child with key %r" % (self.cypress.path_of(node, tx), key),
+                f"Node {self.cypress.path_of(node, tx)} has no child with key {key!r}",
                 RESOLVE_ERROR,
                 {"path": text},
             )
         if len(rest) > 1:
-            raise YtError("Object %s cannot have children" % key, RESOLVE_ERROR, {"path": text})
+            raise YtError(f"Object {key} cannot have children", RESOLVE_ERROR, {"path": text})
         return children[key]
 
     def system_attributes(self, node, tx, st=None):
@@ -190,7 +190,7 @@ class AttributeReads(CommandsBase):
                 return {k: attrs[k] for k in attributes if k in attrs}
             return attrs
         if attr_path[0] not in attrs:
-            raise YtError("Attribute %r is not found" % attr_path[0], RESOLVE_ERROR, {"path": text})
+            raise YtError(f"Attribute {attr_path[0]!r} is not found", RESOLVE_ERROR, {"path": text})
         return _navigate(attrs[attr_path[0]], attr_path[1:], text)
 
     def _object(self, path):

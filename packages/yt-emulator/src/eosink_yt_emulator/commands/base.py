@@ -73,9 +73,11 @@ def _s(v):
     v = unwrap(v)[0]
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
+
 def _b(params, name, default=False):
     v = params.get(name, default)
     return to_bool(v) if v is not None else default
+
 
 def _navigate(value, keys, text):
     for k in keys:
@@ -86,10 +88,11 @@ def _navigate(value, keys, text):
             try:
                 value = value[int(k)]
             except (ValueError, IndexError):
-                raise YtError("Cannot resolve %r in %s" % (k, text), RESOLVE_ERROR, {"path": text})
+                raise YtError(f"Cannot resolve {k!r} in {text}", RESOLVE_ERROR, {"path": text})
         else:
-            raise YtError("Node has no child with key %r" % k, RESOLVE_ERROR, {"path": text})
+            raise YtError(f"Node has no child with key {k!r}", RESOLVE_ERROR, {"path": text})
     return value
+
 
 def _set_in(value, keys, new, text, remove=False):
     """Return a copy of ``value`` with ``keys`` set to ``new`` (or removed)."""
@@ -103,20 +106,20 @@ def _set_in(value, keys, new, text, remove=False):
         c = unwrap(cur)[0]
         if isinstance(c, dict):
             if k not in c:
-                raise YtError("Node has no child with key %r" % k, RESOLVE_ERROR, {"path": text})
+                raise YtError(f"Node has no child with key {k!r}", RESOLVE_ERROR, {"path": text})
             cur = c[k]
         elif isinstance(c, list):
             cur = c[int(k)]
         else:
             raise YtError(
-                "Cannot navigate into a scalar with key %r" % k, RESOLVE_ERROR, {"path": text}
+                f"Cannot navigate into a scalar with key {k!r}", RESOLVE_ERROR, {"path": text}
             )
     last = keys[-1]
     c = unwrap(cur)[0]
     if isinstance(c, dict):
         if remove:
             if last not in c:
-                raise YtError("Node has no child with key %r" % last, RESOLVE_ERROR, {"path": text})
+                raise YtError(f"Node has no child with key {last!r}", RESOLVE_ERROR, {"path": text})
             del c[last]
         else:
             c[last] = new
@@ -130,6 +133,7 @@ def _set_in(value, keys, new, text, remove=False):
     else:
         raise YtError("Cannot set a child of a scalar node", RESOLVE_ERROR, {"path": text})
     return Attributed(root, attrs) if attrs else root
+
 
 def _raise():
     raise YtError("Not found", RESOLVE_ERROR)

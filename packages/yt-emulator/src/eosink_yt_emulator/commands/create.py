@@ -43,7 +43,7 @@ class NodeCreation(CommandsBase):
             return {"object_id": t.id}
         if node_type not in ("map_node", "table", "file", "document", "list_node") + SCALAR_TYPES:
             raise YtError(
-                "Creating nodes of type %r is not supported by the emulator" % node_type,
+                f"Creating nodes of type {node_type!r} is not supported by the emulator",
                 1,
                 {"type": node_type},
             )
@@ -58,14 +58,15 @@ class NodeCreation(CommandsBase):
             if ignore_existing and not force:
                 if node.type != node_type and not _b(params, "ignore_type_mismatch"):
                     raise YtError(
-                        "%s already exists and has type %r while node of %r type is about to be "
-                        "created" % (text, node.type, node_type),
+                        f"{text} already exists and has type {node.type!r} while node of "
+                        f"{node_type!r} type is about to be "
+                        "created",
                         ALREADY_EXISTS,
                         {"path": text},
                     )
                 return {"node_id": node.id}
             if not force:
-                raise YtError("Node %s already exists" % text, ALREADY_EXISTS, {"path": text})
+                raise YtError(f"Node {text} already exists", ALREADY_EXISTS, {"path": text})
             parent = c.nodes[node.parent_id]
             key = node.key
             c.unlink_child(parent, key, tx)
@@ -103,17 +104,17 @@ class NodeCreation(CommandsBase):
             if dynamic:
                 if schema.is_empty():
                     raise YtError(
-                        "Dynamic table %s must have a non-empty schema" % text, 1, {"path": text}
+                        f"Dynamic table {text} must have a non-empty schema", 1, {"path": text}
                     )
                 if not schema.strict:
                     raise YtError(
-                        "Dynamic table %s must have a strict schema" % text, 1, {"path": text}
+                        f"Dynamic table {text} must have a strict schema", 1, {"path": text}
                     )
                 if schema.sorted:
                     explicit_unique = unwrap(schema_value)[1].get("unique_keys")
                     if explicit_unique is False:
                         raise YtError(
-                            "Sorted dynamic table %s must have unique keys" % text,
+                            f"Sorted dynamic table {text} must have unique keys",
                             1,
                             {"path": text},
                         )
@@ -121,8 +122,8 @@ class NodeCreation(CommandsBase):
                         schema = Schema(schema.columns, strict=True, unique_keys=True)
                     if all(col.sort_order for col in schema.columns):
                         raise YtError(
-                            "There must be at least one non-key column in sorted dynamic table %s"
-                            % text,
+                            "There must be at least one non-key column in sorted dynamic table "
+                            f"{text}",
                             1,
                             {"path": text},
                         )
@@ -132,7 +133,7 @@ class NodeCreation(CommandsBase):
                                 "Descending sort order is not supported in dynamic tables", 1
                             )
                 if atomicity not in ("full", "none"):
-                    raise YtError("Invalid atomicity %r" % atomicity, 1)
+                    raise YtError(f"Invalid atomicity {atomicity!r}", 1)
                 count = (
                     len(pivot_keys) if pivot_keys else (int(tablet_count) if tablet_count else 1)
                 )
@@ -155,7 +156,7 @@ class NodeCreation(CommandsBase):
             value = attributes.pop("value", default)
         for k in list(attributes):
             if k in READ_ONLY_ATTRS:
-                raise YtError("Attribute %r cannot be set" % k, 1, {"path": text, "attribute": k})
+                raise YtError(f"Attribute {k!r} cannot be set", 1, {"path": text, "attribute": k})
         attrs.update(attributes)
         c.write_state(node, tx, attrs=attrs, value=value, lock_mode=None)
         return node
@@ -172,8 +173,8 @@ class NodeCreation(CommandsBase):
             states = set(src_node.dyn.states())
             if move or not states <= {"frozen", "unmounted"}:
                 raise YtError(
-                    'Cannot %s table %s since not all of its tablets are in "unmounted" state'
-                    % ("move" if move else "copy", src_text),
+                    f"Cannot {'move' if move else 'copy'} table {src_text} since not all of its "
+                    'tablets are in "unmounted" state',
                     1,
                     {"path": src_text},
                 )
@@ -198,13 +199,11 @@ class NodeCreation(CommandsBase):
             if _b(params, "ignore_existing") and not _b(params, "force"):
                 return {"node_id": dst_node.id}
             if not _b(params, "force"):
-                raise YtError(
-                    "Node %s already exists" % dst_text, ALREADY_EXISTS, {"path": dst_text}
-                )
+                raise YtError(f"Node {dst_text} already exists", ALREADY_EXISTS, {"path": dst_text})
             if dst_node.id == c.root_id:
                 raise YtError("Cannot replace the root node", 1)
             if dst_node.dyn is not None and dst_node.dyn.any_not_unmounted():
-                raise YtError("Cannot replace table %s since it is mounted" % dst_text, 1)
+                raise YtError(f"Cannot replace table {dst_text} since it is mounted", 1)
             parent = c.nodes[dst_node.parent_id]
             key = dst_node.key
             c.unlink_child(parent, key, tx)

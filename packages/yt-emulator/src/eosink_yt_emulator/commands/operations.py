@@ -74,7 +74,7 @@ class OperationCommands(CommandsBase):
                     or desc["input_type"] not in ("null", "structured")
                     or desc["output_type"] not in ("null", "structured")
                 ):
-                    raise YtError("Command %r is not allowed in a batch" % command, 1)
+                    raise YtError(f"Command {command!r} is not allowed in a batch", 1)
                 out = self.run(command, sub, req.get("input"))
                 results.append({"output": out} if out is not None else {})
             except YtError as e:

@@ -59,7 +59,7 @@ class NodeReads(CommandsBase):
                 return self._wrap_value(params, allattrs)
             name = attr_path[0]
             if name not in allattrs:
-                raise YtError("Attribute %r is not found" % name, RESOLVE_ERROR, {"path": text})
+                raise YtError(f"Attribute {name!r} is not found", RESOLVE_ERROR, {"path": text})
             return self._wrap_value(params, _navigate(allattrs[name], attr_path[1:], text))
         return self._wrap_value(params, self.node_value(node, tx, attributes))
 
@@ -130,16 +130,14 @@ class NodeReads(CommandsBase):
         if rest:
             value = unwrap(_navigate(self.cypress.view(node, tx).value, rest, text))[0]
             if not isinstance(value, dict):
-                raise YtError("Cannot list %s" % text, 1, {"path": text})
+                raise YtError(f"Cannot list {text}", 1, {"path": text})
             return self._wrap_value(params, list(value))
         if node.type != "map_node":
             if node.type in VALUE_TYPES and isinstance(
                 unwrap(self.cypress.view(node, tx).value)[0], dict
             ):
                 return self._wrap_value(params, list(unwrap(self.cypress.view(node, tx).value)[0]))
-            raise YtError(
-                "Node %s of type %r cannot be listed" % (text, node.type), 1, {"path": text}
-            )
+            raise YtError(f"Node {text} of type {node.type!r} cannot be listed", 1, {"path": text})
         st = self.cypress.view(node, tx)
         out = []
         for k, cid in st.children.items():
@@ -167,13 +165,13 @@ class NodeReads(CommandsBase):
             obj = self._virtual_child(node, rest, tx, text)
             if attr_path is None:
                 raise YtError(
-                    "Method list is not supported by object %s" % rest[0],
+                    f"Method list is not supported by object {rest[0]}",
                     NO_SUCH_METHOD,
                     {"path": text},
                 )
             value = unwrap(self._object_read(obj, attr_path, None, text))[0]
             if not isinstance(value, dict):
-                raise YtError("Cannot list %s" % text, 1, {"path": text})
+                raise YtError(f"Cannot list {text}", 1, {"path": text})
             return sorted(value)
         out = []
         for key, obj in self._virtual_children(node).items():

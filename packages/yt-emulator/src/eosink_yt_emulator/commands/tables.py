@@ -28,7 +28,7 @@ class TableCommands(CommandsBase):
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if node.type != "file":
-            raise YtError("Node %s is not a file" % text, 1)
+            raise YtError(f"Node {text} is not a file", 1)
         append = bool(unwrap(params["path"])[1].get("append", False))
         self.cypress.write_state(
             node,
@@ -44,7 +44,7 @@ class TableCommands(CommandsBase):
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if node.type != "file":
-            raise YtError("Node %s is not a file" % text, 1)
+            raise YtError(f"Node {text} is not a file", 1)
         data = b"".join(self.cypress.view(node, tx).chunks)
         offset = int(params.get("offset") or 0)
         length = params.get("length")
@@ -60,14 +60,14 @@ class TableCommands(CommandsBase):
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if node.type != "table":
-            raise YtError("Node %s is not a table" % text, 1)
+            raise YtError(f"Node {text} is not a table", 1)
         new_schema = params.get("schema")
         dynamic = params.get("dynamic")
         if node.dyn is not None:
             if node.dyn.any_not_unmounted():
                 raise YtError(
-                    'Cannot alter table %s since not all of its tablets are in "unmounted" state'
-                    % text,
+                    f'Cannot alter table {text} since not all of its tablets are in "unmounted" '
+                    "state",
                     1,
                 )
             if new_schema is not None:
@@ -77,12 +77,12 @@ class TableCommands(CommandsBase):
                     schema.key_columns[: len(old.key_columns)] != old.key_columns
                     or not schema.strict
                 ):
-                    raise YtError("Incompatible schema change for dynamic table %s" % text, 314)
+                    raise YtError(f"Incompatible schema change for dynamic table {text}", 314)
                 for col in old.columns:
                     nc = schema.by_name.get(col.name)
                     if nc is None or nc.type != col.type:
                         raise YtError(
-                            "Cannot remove or change column %r of dynamic table" % col.name, 314
+                            f"Cannot remove or change column {col.name!r} of dynamic table", 314
                         )
                 if schema.sorted and not schema.unique_keys:
                     schema = Schema(schema.columns, strict=True, unique_keys=True)
@@ -103,7 +103,7 @@ class TableCommands(CommandsBase):
                 and not _compatible(table_schema(st), schema)
             ):
                 raise YtError(
-                    "Cannot alter schema of non-empty table %s: incompatible schema" % text, 314
+                    f"Cannot alter schema of non-empty table {text}: incompatible schema", 314
                 )
             for r in st.rows():
                 schema.validate_row(r, text)
@@ -111,13 +111,9 @@ class TableCommands(CommandsBase):
         if dynamic is not None and to_bool(dynamic):
             schema = table_schema(self.cypress.view(node, tx))
             if schema.is_empty() or not schema.strict:
-                raise YtError(
-                    "Cannot make table %s dynamic: it must have a strict schema" % text, 1
-                )
+                raise YtError(f"Cannot make table {text} dynamic: it must have a strict schema", 1)
             if schema.sorted and not schema.unique_keys:
-                raise YtError(
-                    "Cannot make table %s dynamic: schema must have unique keys" % text, 1
-                )
+                raise YtError(f"Cannot make table {text} dynamic: schema must have unique keys", 1)
             if tx is not None:
                 raise YtError("Cannot convert a table to dynamic inside a transaction", 1)
             dyn = DynTable(node, schema)

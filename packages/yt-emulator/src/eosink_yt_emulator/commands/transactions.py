@@ -17,7 +17,7 @@ class TransactionCommands(CommandsBase):
             raise YtError("A valid master transaction is required", 1)
         mode = _s(params.get("mode", "exclusive"))
         if mode not in ("snapshot", "shared", "exclusive"):
-            raise YtError("Invalid lock mode %r" % mode, 1)
+            raise YtError(f"Invalid lock mode {mode!r}", 1)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if rest or attr_path is not None:
             raise YtError("Cannot lock a part of a node", 1, {"path": text})
@@ -45,7 +45,7 @@ class TransactionCommands(CommandsBase):
         v = node.versions.get(tx)
         if v is not None and not v.is_empty():
             raise YtError(
-                "Cannot unlock node %s since it has been modified in transaction %s" % (text, tx), 1
+                f"Cannot unlock node {text} since it has been modified in transaction {tx}", 1
             )
         for lock in [lk for lk in node.locks if lk.tx == tx and not lk.implicit]:
             node.locks.remove(lock)

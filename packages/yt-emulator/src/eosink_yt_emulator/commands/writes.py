@@ -20,13 +20,13 @@ class NodeWrites(CommandsBase):
         """Create the missing intermediate map nodes; returns (parent, final_key)."""
         if node.type != "map_node":
             raise YtError(
-                "Node %s cannot have children" % self.cypress.path_of(node, tx),
+                f"Node {self.cypress.path_of(node, tx)} cannot have children",
                 RESOLVE_ERROR,
                 {"path": text},
             )
         if len(rest) > 1 and not recursive:
             raise YtError(
-                "Node %s has no child with key %r" % (self.cypress.path_of(node, tx), rest[0]),
+                f"Node {self.cypress.path_of(node, tx)} has no child with key {rest[0]!r}",
                 RESOLVE_ERROR,
                 {"path": text},
             )
@@ -54,7 +54,7 @@ class NodeWrites(CommandsBase):
                         1,
                     )
                 raise YtError(
-                    "Node %s has no child with key %r" % (c.path_of(node, tx), rest[0]),
+                    f"Node {c.path_of(node, tx)} has no child with key {rest[0]!r}",
                     RESOLVE_ERROR,
                     {"path": text},
                 )
@@ -63,13 +63,13 @@ class NodeWrites(CommandsBase):
             name = attr_path[0]
             if name in READ_ONLY_ATTRS:
                 raise YtError(
-                    "Attribute %r cannot be set" % name, 1, {"path": text, "attribute": name}
+                    f"Attribute {name!r} cannot be set", 1, {"path": text, "attribute": name}
                 )
             self._check_special_attribute(node, name, value, tx)
             if len(attr_path) > 1:
                 st = c.view(node, tx)
                 if name not in st.attrs:
-                    raise YtError("Attribute %r is not found" % name, RESOLVE_ERROR, {"path": text})
+                    raise YtError(f"Attribute {name!r} is not found", RESOLVE_ERROR, {"path": text})
                 value = _set_in(st.attrs[name], attr_path[1:], value, text)
             c.write_state(node, tx, attrs={name: value}, lock_mode="shared", attribute_key=name)
             if node.dyn is not None and name in ("atomicity", "commit_ordering"):
@@ -106,8 +106,7 @@ class NodeWrites(CommandsBase):
             return {}
         if not force:
             raise YtError(
-                'Cannot set value of node %s of type %r; use "force" to replace it'
-                % (text, node.type),
+                f'Cannot set value of node {text} of type {node.type!r}; use "force" to replace it',
                 1,
                 {"path": text},
             )
@@ -124,7 +123,7 @@ class NodeWrites(CommandsBase):
             and name in ("atomicity", "commit_ordering")
             and node.dyn.any_not_unmounted()
         ):
-            raise YtError("Attribute %r can only be changed for an unmounted table" % name, 1)
+            raise YtError(f"Attribute {name!r} can only be changed for an unmounted table", 1)
 
     @command("remove")
     def remove(self, params, _):
@@ -143,7 +142,7 @@ class NodeWrites(CommandsBase):
             if force:
                 return {}
             raise YtError(
-                "Node %s has no child with key %r" % (c.path_of(node, tx), rest[0]),
+                f"Node {c.path_of(node, tx)} has no child with key {rest[0]!r}",
                 RESOLVE_ERROR,
                 {"path": text},
             )
@@ -156,8 +155,8 @@ class NodeWrites(CommandsBase):
                 if force:
                     return {}
                 if name in READ_ONLY_ATTRS:
-                    raise YtError("Attribute %r cannot be removed" % name, 1, {"path": text})
-                raise YtError("Attribute %r is not found" % name, RESOLVE_ERROR, {"path": text})
+                    raise YtError(f"Attribute {name!r} cannot be removed", 1, {"path": text})
+                raise YtError(f"Attribute {name!r} is not found", RESOLVE_ERROR, {"path": text})
             if len(attr_path) > 1:
                 new = _set_in(st.attrs[name], attr_path[1:], None, text, remove=True)
                 c.write_state(node, tx, attrs={name: new}, lock_mode="shared", attribute_key=name)
@@ -179,7 +178,7 @@ class NodeWrites(CommandsBase):
         if node.id == c.root_id:
             raise YtError("Cannot remove the root node", 1, {"path": text})
         if node.type == "map_node" and c.view(node, tx).children and not recursive:
-            raise YtError("Cannot remove non-empty composite node %s" % text, 1, {"path": text})
+            raise YtError(f"Cannot remove non-empty composite node {text}", 1, {"path": text})
         parent = c.nodes[node.parent_id]
         c.unlink_child(parent, node.key, tx)
         c.mark_removed(node, tx)
