@@ -13,15 +13,20 @@ Called with the state lock held.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import RESOLVE_ERROR, YtError
 from .yson import ENTITY, Attributed, Uint64, unwrap
+
+if TYPE_CHECKING:
+    from .state import EmulatorState
 
 CLUSTER = "primary"
 CONSUMER_OFFSET_CONFLICT = 3100
 AUTHORIZATION_ERROR = 901
 
 
-def _path(value) -> str:
+def _path(value: Any) -> str:
     """A queue or consumer path as text, without a ``<cluster>:`` prefix of this cluster."""
     text = str(unwrap(value)[0])
     if text.startswith(CLUSTER + ":"):
@@ -30,19 +35,19 @@ def _path(value) -> str:
 
 
 class QueueConsumers:
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         #: (queue path, consumer path) -> {"vital": bool, "partitions": list | None}
         self.registrations: dict[tuple[str, str], dict] = {}
 
-    def _existing(self, value, what: str) -> str:
+    def _existing(self, value: Any, what: str) -> str:
         path = _path(value)
         _, rest, _, text = self.state.cypress.resolve(path, None, missing_ok=True)
         if rest:
             raise YtError(f"Failed to resolve {what} path {path}", RESOLVE_ERROR, {"path": path})
         return text
 
-    def register(self, params):
+    def register(self, params: dict[str, Any]) -> dict[str, Any]:
         queue = self._existing(params["queue_path"], "queue")
         consumer = self._existing(params["consumer_path"], "consumer")
         self.registrations[(queue, consumer)] = {
@@ -51,13 +56,13 @@ class QueueConsumers:
         }
         return {}
 
-    def unregister(self, params):
+    def unregister(self, params: dict[str, Any]) -> dict[str, Any]:
         key = (_path(params["queue_path"]), _path(params["consumer_path"]))
         if self.registrations.pop(key, None) is None:
             raise YtError(f"Consumer {key[1]} is not registered for queue {key[0]}", RESOLVE_ERROR)
         return {}
 
-    def list(self, params):
+    def list(self, params: dict[str, Any]) -> list[Any]:
         queue = _path(params["queue_path"]) if params.get("queue_path") else None
         consumer = _path(params["consumer_path"]) if params.get("consumer_path") else None
         return [
@@ -71,7 +76,7 @@ class QueueConsumers:
             if queue in (None, q) and consumer in (None, c)
         ]
 
-    def advance(self, params):
+    def advance(self, params: dict[str, Any]) -> dict[str, Any]:
         consumer = _path(params["consumer_path"])
         queue = _path(params["queue_path"])
         if not params.get("client_side", True):
@@ -99,7 +104,7 @@ class QueueConsumers:
         dynamic.modify({"path": consumer, **tx}, [row], "insert")
         return {}
 
-    def pull(self, params):
+    def pull(self, params: dict[str, Any]):
         queue = _path(params["queue_path"])
         consumer = _path(params["consumer_path"])
         if (queue, consumer) not in self.registrations:

@@ -26,6 +26,8 @@ The tree's objects are in ``nodes.py``, YPath parsing in ``ypath.py``; ``Cypress
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .cypress_locks import CypressLocks
 from .cypress_writes import CypressWrites
 from .errors import (
@@ -50,6 +52,10 @@ from .nodes import (
 from .ypath import escape_key, parse_ypath
 from .yson import unwrap
 
+if TYPE_CHECKING:
+    from .state import EmulatorState
+    from .transactions import MasterTransaction
+
 __all__ = [
     "READ_ONLY_ATTRS",
     "REMOVED",
@@ -72,7 +78,7 @@ __all__ = [
 class Cypress(CypressLocks, CypressWrites):
     """The node tree.  All methods are called with the state lock held."""
 
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.nodes = {}
         self.journals = []
@@ -85,7 +91,7 @@ class Cypress(CypressLocks, CypressWrites):
         for key, node_type in VIRTUAL_MAPS:
             self._bootstrap_child(sys_node, key, node_type)
 
-    def _bootstrap_child(self, parent, key, node_type="map_node"):
+    def _bootstrap_child(self, parent: Node, key: Any, node_type: str = "map_node"):
         n = Node(node_type)
         n.parent_id = parent.id
         n.key = key
@@ -99,7 +105,7 @@ class Cypress(CypressLocks, CypressWrites):
     # primitive below saves what it is about to change into the innermost
     # journal frame; ``rollback`` restores it.
 
-    def begin(self):
+    def begin(self) -> None:
         self.journals.append(
             {"nodes": {}, "new": set(), "txs": {}, "locks_added": set(), "locks_removed": {}}
         )
@@ -107,7 +113,7 @@ class Cypress(CypressLocks, CypressWrites):
     def _frame(self):
         return self.journals[-1] if self.journals else None
 
-    def _save(self, node):
+    def _save(self, node: Node) -> None:
         f = self._frame()
         if f is None or node.id in f["nodes"] or node.id in f["new"]:
             return
@@ -135,25 +141,25 @@ class Cypress(CypressLocks, CypressWrites):
             [(lk, lk.tx, lk.state, lk.implicit) for lk in node.locks + node.pending],
         )
 
-    def _save_tx(self, txo):
+    def _save_tx(self, txo: MasterTransaction) -> None:
         f = self._frame()
         if f is None or txo.id in f["txs"]:
             return
         f["txs"][txo.id] = (txo, set(txo.touched), list(txo.locks))
 
-    def _lock_added(self, lock):
+    def _lock_added(self, lock: Lock) -> None:
         self.state.locks[lock.id] = lock
         f = self._frame()
         if f is not None:
             f["locks_added"].add(lock.id)
 
-    def _lock_removed(self, lock_id):
+    def _lock_removed(self, lock_id: str) -> None:
         lock = self.state.locks.pop(lock_id, None)
         f = self._frame()
         if f is not None and lock is not None and lock_id not in f["locks_added"]:
             f["locks_removed"].setdefault(lock_id, lock)
 
-    def commit_journal(self):
+    def commit_journal(self) -> None:
         f = self.journals.pop()
         parent = self._frame()
         if parent is None:
@@ -169,7 +175,7 @@ class Cypress(CypressLocks, CypressWrites):
             if lid not in parent["locks_added"]:
                 parent["locks_removed"].setdefault(lid, lock)
 
-    def rollback(self):
+    def rollback(self) -> None:
         f = self.journals.pop()
         for nid in f["new"]:
             self.nodes.pop(nid, None)
@@ -207,10 +213,10 @@ class Cypress(CypressLocks, CypressWrites):
 
     # -------------------------------------------------------------- views
 
-    def chain(self, tx):
+    def chain(self, tx: str | None):
         return self.state.txm.chain(tx)
 
-    def view(self, node: Node, tx) -> NodeState:
+    def view(self, node: Node, tx: str | None) -> NodeState:
         """State of ``node`` as seen from transaction ``tx`` (None = trunk)."""
         chain = self.chain(tx)
         for t in reversed(chain):
@@ -224,7 +230,7 @@ class Cypress(CypressLocks, CypressWrites):
                 state = apply_delta(state, v)
         return state
 
-    def visible(self, node: Node, tx) -> bool:
+    def visible(self, node: Node, tx: str | None) -> bool:
         if node.dead:
             return False
         chain = self.chain(tx)
@@ -236,7 +242,7 @@ class Cypress(CypressLocks, CypressWrites):
                 return False
         return True
 
-    def version(self, node: Node, tx) -> Version:
+    def version(self, node: Node, tx: str | None) -> Version:
         self._save(node)
         v = node.versions.get(tx)
         if v is None:
@@ -249,10 +255,10 @@ class Cypress(CypressLocks, CypressWrites):
 
     # -------------------------------------------------------------- resolution
 
-    def get_node(self, node_id):
+    def get_node(self, node_id: str):
         return self.nodes.get(node_id)
 
-    def resolve(self, path, tx, missing_ok: bool = False, virtual_ok: bool = False):
+    def resolve(self, path, tx: str | None, missing_ok: bool = False, virtual_ok: bool = False):
         """Resolve ``path`` in ``tx``.
 
         Returns ``(node, unresolved_keys, attr_path, text)`` where ``node`` is the
@@ -299,7 +305,7 @@ class Cypress(CypressLocks, CypressWrites):
             )
         return node, rest, attr_path, text
 
-    def path_of(self, node, tx):
+    def path_of(self, node: Node, tx: str | None):
         parts = []
         cur = node
         seen = 0

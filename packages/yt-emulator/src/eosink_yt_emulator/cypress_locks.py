@@ -7,6 +7,8 @@ parent (``on_commit``) or drops them (``on_abort``), then retries the waiting lo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .common import now_iso
 from .errors import (
     CONCURRENT_TRANSACTION_LOCK_CONFLICT,
@@ -20,16 +22,27 @@ from .nodes import (
     merge_delta,
 )
 
+if TYPE_CHECKING:
+    from .nodes import Node
+    from .transactions import MasterTransaction
+
 
 class CypressLocks:
     """Locks and transaction ends, a part of ``Cypress`` (its state lives there)."""
 
     # -------------------------------------------------------------- locks
 
-    def ancestors_or_self(self, tx):
+    def ancestors_or_self(self, tx: str | None):
         return set(self.chain(tx))
 
-    def _conflict(self, node, tx, mode, child_key, attribute_key):
+    def _conflict(
+        self,
+        node: Node,
+        tx: str | None,
+        mode: str,
+        child_key: str | None,
+        attribute_key: str | None,
+    ):
         mine = self.ancestors_or_self(tx) if tx else set()
         if mode in ("shared", "exclusive") and tx:
             for lock in node.locks:
@@ -67,7 +80,14 @@ class CypressLocks:
         return None, None
 
     def take_lock(
-        self, node, tx, mode, child_key=None, attribute_key=None, implicit=True, waitable=False
+        self,
+        node: Node,
+        tx: str | None,
+        mode: str,
+        child_key: str | None = None,
+        attribute_key: str | None = None,
+        implicit: bool = True,
+        waitable: bool = False,
     ):
         """Take a lock (or, with ``tx`` None, just check that a system transaction could)."""
         lock, message = self._conflict(node, tx, mode, child_key, attribute_key)
@@ -114,7 +134,7 @@ class CypressLocks:
                 v.snapshot = self.view(node, tx)
         return new
 
-    def try_pending(self, node):
+    def try_pending(self, node: Node) -> None:
         if node.pending:
             self._save(node)
         progressed = True
@@ -139,7 +159,7 @@ class CypressLocks:
 
     # -------------------------------------------------------------- transaction end
 
-    def on_commit(self, txo):
+    def on_commit(self, txo: MasterTransaction) -> None:
         """Merge the versions of committed ``txo`` into its parent (or the trunk)."""
         parent = txo.parent
         for node_id in list(txo.touched):
@@ -199,7 +219,7 @@ class CypressLocks:
             node.pending = [lk for lk in node.pending if lk.tx != txo.id]
             self.try_pending(node)
 
-    def on_abort(self, txo):
+    def on_abort(self, txo: MasterTransaction) -> None:
         for node_id in list(txo.touched):
             node = self.nodes.get(node_id)
             if node is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from .common import now_iso
 from .errors import (
@@ -25,7 +26,7 @@ class CypressWrites:
 
     # -------------------------------------------------------------- node creation
 
-    def new_node(self, node_type, tx):
+    def new_node(self, node_type: str, tx: str | None):
         node = Node(node_type, created_in=tx or None)
         self.nodes[node.id] = node
         f = self._frame()
@@ -37,7 +38,7 @@ class CypressWrites:
             self.take_lock(node, tx, "exclusive")
         return node
 
-    def link_child(self, parent, key, child, tx):
+    def link_child(self, parent: Node, key: Any, child: Node, tx: str | None) -> None:
         """Attach ``child`` under ``parent``/``key`` (shared child_key lock on parent)."""
         self.take_lock(parent, tx, "shared", child_key=key)
         self._save(parent)
@@ -53,7 +54,7 @@ class CypressWrites:
             )
             parent.revision = self.state.next_revision()
 
-    def unlink_child(self, parent, key, tx):
+    def unlink_child(self, parent: Node, key: Any, tx: str | None) -> None:
         self.take_lock(parent, tx, "shared", child_key=key)
         self._save(parent)
         if tx:
@@ -67,15 +68,15 @@ class CypressWrites:
 
     def write_state(
         self,
-        node,
-        tx,
-        attrs=None,
-        value=REMOVED,
-        chunks=None,
-        chunks_mode=None,
-        lock_mode="exclusive",
-        attribute_key=None,
-    ):
+        node: Node,
+        tx: str | None,
+        attrs: dict[str, Any] | None = None,
+        value: Any = REMOVED,
+        chunks: list[Any] | None = None,
+        chunks_mode: str | None = None,
+        lock_mode: str | None = "exclusive",
+        attribute_key: str | None = None,
+    ) -> None:
         """Apply a change to ``node`` in ``tx`` after taking the implied lock."""
         if lock_mode:
             self.take_lock(node, tx, lock_mode, attribute_key=attribute_key)
@@ -109,7 +110,7 @@ class CypressWrites:
             node.revision = self.state.next_revision()
             node.modification_time = now_iso()
 
-    def mark_removed(self, node, tx):
+    def mark_removed(self, node: Node, tx: str | None) -> None:
         """Remove ``node`` and its subtree (exclusive locks on all of them)."""
         for n in self.subtree(node, tx):
             self._check_removable(n, tx)
@@ -121,7 +122,7 @@ class CypressWrites:
             else:
                 n.dead = True
 
-    def _check_removable(self, node, tx):
+    def _check_removable(self, node: Node, tx: str | None) -> None:
         if node.type in VIRTUAL_MAP_TYPES:
             # Built-in system nodes cannot be removed (nor anything containing them).
             raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))
@@ -133,7 +134,7 @@ class CypressWrites:
                 {"tablet_state": node.dyn.table_state()},
             )
 
-    def subtree(self, node, tx):
+    def subtree(self, node: Node, tx: str | None):
         out = [node]
         if node.type == "map_node":
             for cid in self.view(node, tx).children.values():
@@ -144,7 +145,7 @@ class CypressWrites:
 
     # -------------------------------------------------------------- values <-> nodes
 
-    def build_from_value(self, value, tx):
+    def build_from_value(self, value: Any, tx: str | None):
         """Create nodes representing a YSON value (what ``set`` on a new path does)."""
         value, attrs = unwrap(value)
         if isinstance(value, dict):
@@ -173,7 +174,7 @@ class CypressWrites:
             self.write_state(node, tx, attrs=dict(attrs), lock_mode=None)
         return node
 
-    def clone(self, node, tx, dst_tx):
+    def clone(self, node: Node, tx: str | None, dst_tx: str | None):
         """Deep copy of a subtree as new nodes (new ids), as ``copy``/``move`` do."""
         if node.type in VIRTUAL_MAP_TYPES:
             raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))

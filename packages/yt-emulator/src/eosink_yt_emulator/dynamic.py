@@ -19,6 +19,7 @@ Behaviour follows:
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, Any
 
 from .dyntable import (
     ASYNC_LAST_COMMITTED,
@@ -38,11 +39,16 @@ from .errors import (
 from .schema import check_value, key_of
 from .yson import Uint64
 
+if TYPE_CHECKING:
+    from .dyntable import DynTable
+    from .nodes import Node
+    from .state import EmulatorState
+
 
 class DynamicTables:
     """Commands on dynamic tables.  Called with the state lock held."""
 
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.rng = random.Random()
 
@@ -50,7 +56,7 @@ class DynamicTables:
     def config(self):
         return self.state.config
 
-    def table(self, path, tx=None):
+    def table(self, path, tx: str | None = None):
         node, _, _, text = self.state.cypress.resolve(path, tx)
         if node.dyn is None:
             raise YtError(f"Table {text} is not dynamic", 1, {"path": text})
@@ -58,7 +64,7 @@ class DynamicTables:
 
     # ---------------------------------------------------------------- mount/unmount
 
-    def mount(self, params):
+    def mount(self, params: dict[str, Any]) -> dict[str, Any]:
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -79,7 +85,7 @@ class DynamicTables:
                 pass  # YT: mount of a frozen tablet is a no-op; use unfreeze_table.
         return {}
 
-    def unmount(self, params):
+    def unmount(self, params: dict[str, Any]) -> dict[str, Any]:
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -96,11 +102,11 @@ class DynamicTables:
                 t.transition("unmounting", "unmounted", self.config["mount_delay"])
         return {}
 
-    def remount(self, params):
+    def remount(self, params: dict[str, Any]) -> dict[str, Any]:
         self.table(params["path"])
         return {}
 
-    def freeze(self, params, freeze=True):
+    def freeze(self, params: dict[str, Any], freeze: bool = True) -> dict[str, Any]:
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -123,7 +129,7 @@ class DynamicTables:
                     )
         return {}
 
-    def reshard(self, params):
+    def reshard(self, params: dict[str, Any]) -> dict[str, Any]:
         node, dyn, path = self.table(params["path"])
         if dyn.any_not_unmounted():
             raise YtError(
@@ -147,7 +153,7 @@ class DynamicTables:
             dyn.tablets = new
         return {}
 
-    def trim(self, params):
+    def trim(self, params: dict[str, Any]) -> dict[str, Any]:
         node, dyn, path = self.table(params["path"])
         if dyn.sorted:
             raise YtError(f"Cannot trim sorted table {path}", 1, {"path": path})
@@ -171,7 +177,7 @@ class DynamicTables:
 
     # ---------------------------------------------------------------- writes
 
-    def _tablet_tx(self, tx_id):
+    def _tablet_tx(self, tx_id: str | None):
         t = self.state.txm.get_any(tx_id)
         if t.kind != "tablet":
             raise YtError(
@@ -181,7 +187,7 @@ class DynamicTables:
             )
         return t
 
-    def modify(self, params, rows, op):
+    def modify(self, params: dict[str, Any], rows: list[dict[str, Any]], op: str) -> dict[str, Any]:
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         node, dyn, path = self.table(params["path"])
         update = bool(params.get("update", False))
@@ -201,7 +207,16 @@ class DynamicTables:
         self._buffer(t, node, dyn, path, normalized, op, flags)
         return {}
 
-    def _buffer(self, t, node, dyn, path, rows, op, flags):
+    def _buffer(
+        self,
+        t,
+        node: Node,
+        dyn: DynTable,
+        path,
+        rows: list[dict[str, Any]],
+        op: str,
+        flags: dict[str, Any],
+    ) -> None:
         limit = self.config["max_rows_per_transaction"]
         if t.row_count + len(rows) > limit:
             raise YtError(
@@ -288,7 +303,7 @@ class DynamicTables:
 
     # ---------------------------------------------------------------- queues
 
-    def ordered_table(self, path_text, what):
+    def ordered_table(self, path_text: Any, what: str):
         """The ordered dynamic table at ``path_text``, or the error YT gives ``what`` there."""
         node, _, _, text = self.state.cypress.resolve(path_text, None)
         if node.type != "table" or node.dyn is None or node.dyn.sorted:
@@ -300,7 +315,7 @@ class DynamicTables:
             )
         return node.dyn, text
 
-    def pull_queue(self, params):
+    def pull_queue(self, params: dict[str, Any]):
         """Rows of one tablet from ``offset`` on: at most ``max_row_count`` (YT's default 1000),
         each with ``$tablet_index`` and ``$row_index``.  Rows below the tablet's trimmed row
         count are gone: the answer then starts at the first row that is left (the caller sees
@@ -338,7 +353,7 @@ class DynamicTables:
             out.append(item)
         return out
 
-    def tablet_infos(self, params):
+    def tablet_infos(self, params: dict[str, Any]) -> dict[str, Any]:
         """``get_tablet_infos``: per requested tablet its row counts and timestamps."""
         node, dyn, path = self.table(params["path"])
         out = []
@@ -364,7 +379,7 @@ class DynamicTables:
 
     # ---------------------------------------------------------------- reads
 
-    def read_ts(self, params):
+    def read_ts(self, params: dict[str, Any]):
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         if tx_id is not None:
             t = self._tablet_tx(tx_id)
@@ -374,7 +389,7 @@ class DynamicTables:
             return MAX_TS
         return int(ts)
 
-    def lookup(self, params, keys):
+    def lookup(self, params: dict[str, Any], keys: list[Any]):
         node, dyn, path = self.table(params["path"])
         if not dyn.sorted:
             raise YtError(f"Cannot lookup rows in ordered table {path}", 1, {"path": path})
@@ -413,7 +428,7 @@ class DynamicTables:
             out.append(row)
         return out
 
-    def rows_for_query(self, path_text, params):
+    def rows_for_query(self, path_text: Any, params: dict[str, Any]):
         """Rows a query sees in table ``path_text`` (sorted by key / tablet, row index)."""
         node, dyn, path = self.table(path_text)
         dyn.require_readable(path)

@@ -6,6 +6,8 @@ Stores live outside master transactions, as in YT; the commands on them are in `
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     INVALID_TABLET_STATE,
@@ -18,6 +20,9 @@ from .schema import Schema, check_value, key_of
 from .sortedkeys import SortedKeys
 from .yson import Entity, Uint64
 
+if TYPE_CHECKING:
+    from .nodes import Node
+
 TRANSIENT = {"mounting", "unmounting", "freezing", "unfreezing"}
 SYNC_LAST_COMMITTED = 0x3FFFFFFFFFFFFF01
 ASYNC_LAST_COMMITTED = 0x3FFFFFFFFFFFFF04
@@ -25,7 +30,7 @@ MAX_TS = 0x3FFFFFFFFFFFFF00
 
 
 class Tablet:
-    def __init__(self, index):
+    def __init__(self, index: int) -> None:
         self.index = index
         self.state = "unmounted"
         self.target = None
@@ -41,7 +46,7 @@ class Tablet:
             self.target = None
         return self.state
 
-    def transition(self, transient, final, delay):
+    def transition(self, transient: str, final: str, delay: float) -> None:
         if delay <= 0:
             self.state, self.target = final, None
         else:
@@ -57,8 +62,13 @@ class DynTable:
     """Non-transactional data of a dynamic table (stores live outside master transactions)."""
 
     def __init__(
-        self, node, schema: Schema, tablet_count=1, atomicity="full", commit_ordering="weak"
-    ):
+        self,
+        node: Node,
+        schema: Schema,
+        tablet_count: int = 1,
+        atomicity: str = "full",
+        commit_ordering: str = "weak",
+    ) -> None:
         self.node = node
         self.schema = schema
         self.sorted = schema.sorted
@@ -72,7 +82,7 @@ class DynTable:
         self.key_values = {}  # sort tuple -> original key values
         self.last_commit_ts = 0
 
-    def clone_for(self, node):
+    def clone_for(self, node: Node):
         c = DynTable(node, self.schema, len(self.tablets), self.atomicity, self.commit_ordering)
         c.store = {k: list(v) for k, v in self.store.items()}
         c.sorted_keys = self.sorted_keys.copy()
@@ -84,7 +94,7 @@ class DynTable:
 
     # ---------------------------------------------------------------- tablet state
 
-    def states(self):
+    def states(self) -> list[Any]:
         return [t.current() for t in self.tablets]
 
     def table_state(self):
@@ -113,7 +123,7 @@ class DynTable:
             out.append(item)
         return out
 
-    def tablet_range(self, first, last):
+    def tablet_range(self, first: int, last: int):
         n = len(self.tablets)
         first = 0 if first is None else int(first)
         last = n - 1 if last is None else int(last)
@@ -124,7 +134,7 @@ class DynTable:
             )
         return self.tablets[first : last + 1]
 
-    def require_readable(self, path):
+    def require_readable(self, path) -> None:
         for t in self.tablets:
             s = t.current()
             if s not in ("mounted", "frozen", "freezing", "unfreezing"):
@@ -134,7 +144,7 @@ class DynTable:
                     {"path": path, "tablet_state": s},
                 )
 
-    def require_writable(self, path, tablets=None):
+    def require_writable(self, path, tablets=None) -> None:
         for t in tablets if tablets is not None else self.tablets:
             s = t.current()
             if s != "mounted":
@@ -152,7 +162,7 @@ class DynTable:
 
     # ---------------------------------------------------------------- sorted reads
 
-    def latest(self, skey, ts):
+    def latest(self, skey: tuple, ts: int):
         versions = self.store.get(skey)
         if not versions:
             return None
@@ -164,13 +174,13 @@ class DynTable:
                 return {c.name: row.get(c.name) for c in self.schema.columns}
         return None
 
-    def scan(self, ts):
+    def scan(self, ts: int) -> Iterator[Any]:
         for skey in self.sorted_keys:
             row = self.latest(skey, ts)
             if row is not None:
                 yield row
 
-    def ordered_rows(self):
+    def ordered_rows(self) -> Iterator[Any]:
         for t in self.tablets:
             for i, row in enumerate(t.rows):
                 out = {"$tablet_index": t.index, "$row_index": t.trimmed + i}
@@ -179,7 +189,7 @@ class DynTable:
 
     # ---------------------------------------------------------------- writes
 
-    def normalize_write(self, row, op, path, update=False):
+    def normalize_write(self, row: dict[str, Any], op: str, path, update: bool = False):
         """Validate one row of insert/delete and return the normalized row."""
         if not isinstance(row, dict):
             raise YtError("Invalid row: expected a map", SCHEMA_VIOLATION, {"path": path})
@@ -188,7 +198,7 @@ class DynTable:
             return self._normalize_sorted(row, op, path, update)
         return self._normalize_ordered(row, op, path)
 
-    def _normalize_sorted(self, row, op, path, update):
+    def _normalize_sorted(self, row: dict[str, Any], op: str, path, update: bool):
         """A row of a sorted table: key columns present, values of the schema's types."""
         for k in self.key_columns:
             if k not in row:
@@ -239,7 +249,7 @@ class DynTable:
                 )
         return out
 
-    def _normalize_ordered(self, row, op, path):
+    def _normalize_ordered(self, row: dict[str, Any], op: str, path):
         """A row of an ordered table: only ``$tablet_index`` of the system columns."""
         if op == "delete":
             raise YtError(f"Cannot delete rows from ordered table {path}", 1, {"path": path})
@@ -282,7 +292,9 @@ class DynTable:
                 )
         return out
 
-    def apply_sorted(self, op, row, flags, commit_ts, horizon):
+    def apply_sorted(
+        self, op: str, row: dict[str, Any], flags: dict[str, Any], commit_ts: int, horizon: int
+    ) -> None:
         skey = key_of(row, self.key_columns)
         versions = self.store.get(skey)
         prev = versions[-1][1] if versions else None
@@ -326,12 +338,12 @@ class DynTable:
             if keep_from:
                 del versions[:keep_from]
 
-    def last_write_ts(self, row):
+    def last_write_ts(self, row: dict[str, Any]):
         versions = self.store.get(key_of(row, self.key_columns))
         return versions[-1][0] if versions else 0
 
 
-def _aggregate(fn, old, new):
+def _aggregate(fn: str, old: Any, new: Any):
     if old is None:
         return new
     if new is None:

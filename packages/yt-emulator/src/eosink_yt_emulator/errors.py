@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+from typing import Any
 
 GENERIC = 1
 TIMEOUT = 3
@@ -38,14 +39,16 @@ QUERY_ERROR = 1  # the query engine reports parse/type errors with the generic c
 class YtError(Exception):
     """An error with the YT error model: code, message, attributes, inner errors."""
 
-    def __init__(self, message, code=GENERIC, attributes=None, inner_errors=None):
+    def __init__(
+        self, message: str, code: int = GENERIC, attributes: Any = None, inner_errors=None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.attributes = dict(attributes or {})
         self.inner_errors = list(inner_errors or [])
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         attrs = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -63,15 +66,15 @@ class YtError(Exception):
             ],
         }
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.message} (code {int(self.code)})"
 
 
-def resolve_error(path, message=None):
+def resolve_error(path, message: str | None = None):
     return YtError(message or f"Node {path} has no child", RESOLVE_ERROR, {"path": path})
 
 
-def no_such_transaction(tx_id):
+def no_such_transaction(tx_id: str | None):
     return YtError(f"No such transaction {tx_id}", NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
 
 

@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from . import yson
-from .commands import Tabular, Binary
+from .commands import Binary, Tabular
 from .errors import YtError
 from .faults import FaultRule
 from .formats import Format
@@ -57,7 +57,7 @@ def http_method_for(desc: dict[str, Any]) -> str:
     return "GET"
 
 
-def _py(v):
+def _py(v: Any):
     """Parsed YSON -> plain JSON-able Python (for the request log / control endpoint)."""
     return (
         yson.to_json_obj(v, encode_utf8=False, escape_dollar=False)
@@ -88,7 +88,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
     server_version = "eosink-yt-emulator"
     emulator = None  # set by the server factory
 
-    def log_message(self, fmt, *args):  # silence stderr logging
+    def log_message(self, fmt, *args) -> None:  # silence stderr logging
         pass
 
     # ------------------------------------------------------------------ plumbing
@@ -125,7 +125,13 @@ class ProxyHandler(BaseHTTPRequestHandler):
             return brotli.decompress(data)
         raise YtError(f"Content encoding {enc!r} is not supported by the emulator", 1)
 
-    def _send(self, status, body=b"", headers=None, content_type="application/json"):
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
         self.send_response(status)
         hdrs = {
             "Content-Type": content_type,
@@ -141,7 +147,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
-    def _error_response(self, err: YtError, status=400):
+    def _error_response(self, err: YtError, status: int = 400):
         doc = err.to_dict()
         text = json.dumps(doc, ensure_ascii=True)
         headers = {
@@ -151,7 +157,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         }
         return (status, text.encode("ascii"), headers, "application/json")
 
-    def _drop_connection(self):
+    def _drop_connection(self) -> None:
         self.close_connection = True
         try:
             self.wfile.flush()
@@ -164,19 +170,19 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ verbs
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         self._handle()
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         self._handle()
 
-    def do_PUT(self):
+    def do_PUT(self) -> None:
         self._handle()
 
-    def do_HEAD(self):
+    def do_HEAD(self) -> None:
         self._handle()
 
-    def _handle(self):
+    def _handle(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         emu = self.emulator
@@ -413,7 +419,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 {"injected": True, "traceback": traceback.format_exc()},
             )
 
-    def _parse_params(self, data, fmt):
+    def _parse_params(self, data: bytes, fmt):
         data = data.strip()
         if not data:
             return {}
@@ -426,7 +432,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             raise YtError("Command parameters must be a map", 1)
         return value
 
-    def _execute(self, command, desc, params, input_data):
+    def _execute(self, command: str, desc: dict[str, Any], params: dict[str, Any], input_data: Any):
         emu = self.emulator
         state = emu.state
         with state.lock:

@@ -5,6 +5,9 @@ See ``cypress.py`` for the versioning model these implement.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from . import common
 from .common import new_id, now_iso
 
@@ -72,7 +75,13 @@ class NodeState:
 
     __slots__ = ("attrs", "children", "value", "chunks")
 
-    def __init__(self, attrs=None, children=None, value=None, chunks=None):
+    def __init__(
+        self,
+        attrs: dict[str, Any] | None = None,
+        children=None,
+        value: Any = None,
+        chunks: list[Any] | None = None,
+    ) -> None:
         self.attrs = attrs if attrs is not None else {}
         self.children = children if children is not None else {}
         self.value = value
@@ -81,7 +90,7 @@ class NodeState:
     def copy(self):
         return NodeState(dict(self.attrs), dict(self.children), self.value, list(self.chunks))
 
-    def rows(self):
+    def rows(self) -> Iterator[Any]:
         for chunk in self.chunks:
             yield from chunk
 
@@ -100,7 +109,7 @@ class Version:
         "removed",
     )
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.attrs = {}
         self.children = {}
         self.value_set = False
@@ -110,7 +119,7 @@ class Version:
         self.snapshot = None
         self.removed = False
 
-    def is_empty(self):
+    def is_empty(self) -> bool:
         return not (
             self.attrs or self.children or self.value_set or self.chunks_mode or self.removed
         )
@@ -142,7 +151,7 @@ def apply_delta(state: NodeState, v: Version) -> NodeState:
     return s
 
 
-def merge_delta(target: Version, v: Version):
+def merge_delta(target: Version, v: Version) -> None:
     for k, x in v.attrs.items():
         target.attrs[k] = x
     for k, x in v.children.items():
@@ -178,14 +187,14 @@ class Lock:
 
     def __init__(
         self,
-        tx,
-        mode,
-        node_id,
-        child_key=None,
-        attribute_key=None,
-        state="acquired",
-        implicit=False,
-    ):
+        tx: str | None,
+        mode: str,
+        node_id: str,
+        child_key: str | None = None,
+        attribute_key: str | None = None,
+        state: str = "acquired",
+        implicit: bool = False,
+    ) -> None:
         self.id = new_id(common.TYPE_LOCK)
         self.tx = tx
         self.mode = mode
@@ -215,7 +224,7 @@ class Lock:
 
 
 class Node:
-    def __init__(self, node_type, created_in=None):
+    def __init__(self, node_type: str, created_in=None) -> None:
         self.id = new_id(common.NODE_TYPE_CODES.get(node_type, common.TYPE_DOCUMENT))
         self.type = node_type
         self.created_in = created_in

@@ -17,17 +17,21 @@ in operations").  Operations complete synchronously inside ``start_operation``;
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 
 from . import common
 from .common import new_id, now_iso
-from .errors import YtError, NO_SUCH_OPERATION, SORT_ORDER_VIOLATION
-from .schema import Schema, key_of, check_sorted
+from .errors import NO_SUCH_OPERATION, SORT_ORDER_VIOLATION, YtError
+from .schema import Schema, check_sorted, key_of
 from .tables import table_schema
 from .yson import unwrap
 
+if TYPE_CHECKING:
+    from .state import EmulatorState
+
 
 class Operation:
-    def __init__(self, op_type, spec, user_tx):
+    def __init__(self, op_type: str, spec: dict[str, Any], user_tx: str | None) -> None:
         self.id = new_id(common.TYPE_OPERATION)
         self.type = op_type
         self.spec = spec
@@ -80,7 +84,7 @@ class Operation:
         return attrs
 
 
-def _paths(value):
+def _paths(value: Any):
     value = unwrap(value)[0]
     if isinstance(value, list):
         return value
@@ -88,11 +92,11 @@ def _paths(value):
 
 
 class Operations:
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.ops = {}
 
-    def start(self, params):
+    def start(self, params: dict[str, Any]):
         op_type = params.get("operation_type") or params.get("type")
         spec = unwrap(params.get("spec") or {})[0]
         user_tx = self.state.txm.normalize(params.get("transaction_id"))
@@ -148,24 +152,24 @@ class Operations:
         op.finish_time = now_iso()
         return op
 
-    def get(self, op_id):
+    def get(self, op_id: str):
         op = self.ops.get(op_id)
         if op is None:
             raise YtError(f"No such operation {op_id}", NO_SUCH_OPERATION, {"operation_id": op_id})
         return op
 
-    def abort(self, op_id):
+    def abort(self, op_id: str) -> dict[str, Any]:
         op = self.get(op_id)
         if op.state not in ("completed", "failed", "aborted"):
             op.state = "aborted"
         return {}
 
-    def on_transaction_finished(self, tx_id, committed):
+    def on_transaction_finished(self, tx_id: str | None, committed) -> None:
         pass
 
     # ---------------------------------------------------------------- helpers
 
-    def _input(self, paths, tx):
+    def _input(self, paths: list[Any], tx: str | None):
         """Read input tables: list of (rows, schema, text)."""
         out = []
         st_tables = self.state.tables
@@ -186,8 +190,16 @@ class Operations:
         return out
 
     def _output(
-        self, path, tx, rows, inferred_schema, sort_by=None, combine=True, unique=False, chunks=None
-    ):
+        self,
+        path,
+        tx: str | None,
+        rows: list[dict[str, Any]],
+        inferred_schema,
+        sort_by: list[str] | None = None,
+        combine: bool = True,
+        unique: bool = False,
+        chunks: list[Any] | None = None,
+    ) -> None:
         node, text = self.state.tables.require_table(path, tx)
         attrs = unwrap(path)[1]
         append = bool(attrs.get("append", False))
@@ -217,7 +229,7 @@ class Operations:
 
     # ---------------------------------------------------------------- sort
 
-    def _sort(self, op, spec, tx):
+    def _sort(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
         sort_by = [unwrap(c)[0] for c in _paths(spec.get("sort_by"))]
         sort_by = [c["name"] if isinstance(c, dict) else c for c in sort_by]
         if not sort_by:
@@ -236,7 +248,7 @@ class Operations:
 
     # ---------------------------------------------------------------- merge
 
-    def _merge(self, op, spec, tx):
+    def _merge(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
         mode = spec.get("mode", "unordered")
         inputs = self._input(spec.get("input_table_paths"), tx)
         combine = bool(spec.get("combine_chunks", False))
@@ -287,7 +299,7 @@ class Operations:
         chunks = [rows] if combine else [rs for rs, _, _ in inputs]
         self._output(output, tx, rows, inferred, chunks=chunks)
 
-    def _erase(self, op, spec, tx):
+    def _erase(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
         path = spec.get("table_path")
         node, text = self.state.tables.require_table(path, tx)
         attrs = unwrap(path)[1]

@@ -66,11 +66,11 @@ KEYWORDS = {
 AGGREGATES = {"sum", "min", "max", "count", "avg", "first"}
 
 
-def _err(msg):
+def _err(msg: str):
     return YtError(f"Error while parsing query: {msg}", QUERY_ERROR)
 
 
-def tokenize(text):
+def tokenize(text: str):
     out = []
     pos = 0
     while pos < len(text):
@@ -91,7 +91,7 @@ def tokenize(text):
 
 
 class Query:
-    def __init__(self):
+    def __init__(self) -> None:
         self.select = None  # None means "*"; else list of (expr, alias)
         self.path = None
         self.where = None
@@ -103,7 +103,7 @@ class Query:
 
 
 class Parser:
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.toks = tokenize(text)
         self.i = 0
 
@@ -115,14 +115,14 @@ class Parser:
         self.i += 1
         return t
 
-    def accept(self, kind, val=None):
+    def accept(self, kind: str, val=None):
         t = self.peek()
         if t[0] == kind and (val is None or t[1] == val):
             self.i += 1
             return t
         return None
 
-    def expect(self, kind, val=None):
+    def expect(self, kind: str, val=None):
         t = self.accept(kind, val)
         if t is None:
             raise _err(f"expected {val or kind}, found {self.peek()[1]!r}")
@@ -325,5 +325,5 @@ def expr_name(e):
     return "expr"
 
 
-def parse_query(text):
+def parse_query(text: str):
     return Parser(text).parse()

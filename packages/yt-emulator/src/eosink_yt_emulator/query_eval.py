@@ -5,17 +5,19 @@ Null handling and function results follow https://ytsaurus.tech/docs/en/user-gui
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import QUERY_ERROR, YtError
 from .query import Query
 from .schema import sort_value
 from .yson import Entity, Uint64
 
 
-def _null(v):
+def _null(v: Any):
     return v is None or isinstance(v, Entity)
 
 
-def _cmp(op, a, b):
+def _cmp(op: str, a, b):
     if isinstance(a, tuple) or isinstance(b, tuple):
         ka = tuple(sort_value(x) for x in (a if isinstance(a, tuple) else (a,)))
         kb = tuple(sort_value(x) for x in (b if isinstance(b, tuple) else (b,)))
@@ -36,7 +38,7 @@ def _cmp(op, a, b):
     return ka >= kb
 
 
-def _arith(op, a, b):
+def _arith(op: str, a, b):
     if _null(a) or _null(b):
         return None
     if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
@@ -64,11 +66,11 @@ def _arith(op, a, b):
     return r
 
 
-def _as_text(v):
+def _as_text(v: Any):
     return v.encode("utf-8") if isinstance(v, str) else v
 
 
-def _func(name, args):
+def _func(name: str, args):
     if name == "is_null":
         return _null(args[0])
     if name == "if":
@@ -103,7 +105,7 @@ def _func(name, args):
     raise YtError(f"Unknown function {name!r}", QUERY_ERROR)
 
 
-def evaluate(e, row, columns=None):
+def evaluate(e, row: dict[str, Any], columns: list[str] | None = None):
     k = e[0]
     if k == "lit":
         return e[1]
@@ -147,7 +149,7 @@ def agg_key(e):
     return "\0agg:" + repr(e)
 
 
-def _collect_aggs(e, out):
+def _collect_aggs(e, out: bytearray) -> None:
     if isinstance(e, tuple):
         if e and e[0] == "agg":
             out.append(e)
@@ -160,7 +162,7 @@ def _collect_aggs(e, out):
                     _collect_aggs(y, out)
 
 
-def _aggregate(name, values):
+def _aggregate(name: str, values):
     vals = [v for v in values if not _null(v)]
     if name == "count":
         return len(values)
@@ -180,7 +182,9 @@ def _aggregate(name, values):
     raise YtError(f"Unknown aggregate {name!r}", QUERY_ERROR)
 
 
-def execute(q: Query, rows, columns, output_row_limit=None):
+def execute(
+    q: Query, rows: list[dict[str, Any]], columns: list[str], output_row_limit: int | None = None
+) -> list[Any]:
     """Run ``q`` over ``rows`` (dicts); ``columns`` is the ordered list of visible columns."""
     colset = set(columns)
     if q.where is not None:
@@ -221,7 +225,7 @@ def execute(q: Query, rows, columns, output_row_limit=None):
             rows = [r for r in rows if evaluate(q.having, r, None)]
     if q.order_by:
 
-        def keyf(r):
+        def keyf(r) -> list[Any]:
             return [sort_value(evaluate(e, r, colset)) for e, _ in q.order_by]
 
         for e, desc in reversed(q.order_by):

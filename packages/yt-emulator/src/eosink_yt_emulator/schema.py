@@ -13,9 +13,14 @@ not accepted for a ``double`` column (stricter side).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from .errors import YtError, SCHEMA_VIOLATION, SORT_ORDER_VIOLATION, UNIQUE_KEY_VIOLATION
-from .yson import Attributed, Entity, Uint64, unwrap, dumps
+from .errors import SCHEMA_VIOLATION, SORT_ORDER_VIOLATION, UNIQUE_KEY_VIOLATION, YtError
+from .yson import Attributed, Entity, Uint64, dumps, unwrap
+
+if TYPE_CHECKING:
+    from .nodes import Lock
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -72,16 +77,16 @@ class Column:
 
     def __init__(
         self,
-        name,
-        type_,
-        required=False,
-        sort_order=None,
-        aggregate=None,
-        expression=None,
-        lock=None,
-        type_v3=None,
-        group=None,
-    ):
+        name: str,
+        type_: str,
+        required: bool = False,
+        sort_order: str | None = None,
+        aggregate: str | None = None,
+        expression: str | None = None,
+        lock: Lock | None = None,
+        type_v3: Any = None,
+        group: str | None = None,
+    ) -> None:
         self.name = name
         self.type = type_
         self.required = required
@@ -134,7 +139,7 @@ def _parse_type_v3(t):
 
 
 class Schema:
-    def __init__(self, columns, strict=True, unique_keys=False):
+    def __init__(self, columns: list[str], strict: bool = True, unique_keys: bool = False) -> None:
         self.columns = columns
         self.strict = strict
         self.unique_keys = unique_keys
@@ -145,7 +150,7 @@ class Schema:
     def sorted(self):
         return bool(self.key_columns)
 
-    def is_empty(self):
+    def is_empty(self) -> bool:
         return not self.columns
 
     @classmethod
@@ -153,7 +158,7 @@ class Schema:
         return cls([], strict=False, unique_keys=False)
 
     @classmethod
-    def parse(cls, value):
+    def parse(cls, value: Any):
         value, attrs = unwrap(value)
         if isinstance(value, Schema):
             return value
@@ -241,7 +246,7 @@ class Schema:
             {"strict": self.strict, "unique_keys": self.unique_keys},
         )
 
-    def with_sort(self, sort_by, unique_keys=False):
+    def with_sort(self, sort_by: list[str], unique_keys: bool = False):
         """The schema sorted by ``sort_by`` (key columns moved to the front)."""
         cols = []
         for name in sort_by:
@@ -285,14 +290,14 @@ class Schema:
             unique_keys=False,
         )
 
-    def same_columns(self, other):
+    def same_columns(self, other: object):
         return [c.to_yson() for c in self.without_sort().columns] == [
             c.to_yson() for c in other.without_sort().columns
         ] and self.strict == other.strict
 
     # ---------------------------------------------------------- validation
 
-    def validate_row(self, row, path="", allow_system=()):
+    def validate_row(self, row: dict[str, Any], path="", allow_system: bool = ()):
         """Check and normalize one row against the schema; returns the row to store."""
         row = unwrap(row)[0]
         if not isinstance(row, dict):
@@ -331,7 +336,7 @@ class Schema:
         return out
 
 
-def check_value(v, col, path=""):
+def check_value(v, col: Column, path=""):
     if isinstance(v, Entity):
         v = None
     if v is None:
@@ -382,7 +387,7 @@ def check_value(v, col, path=""):
     return v
 
 
-def value_type(v):
+def value_type(v) -> str:
     v = unwrap(v)[0]
     if v is None or isinstance(v, Entity):
         return "null"
@@ -422,11 +427,17 @@ def sort_value(v):
     return (17, dumps(v, binary=True))
 
 
-def key_of(row, key_columns):
+def key_of(row: dict[str, Any], key_columns: Sequence[str]):
     return tuple(sort_value(row.get(c)) for c in key_columns)
 
 
-def check_sorted(rows, key_columns, unique, path, previous_key=None):
+def check_sorted(
+    rows: list[dict[str, Any]],
+    key_columns: Sequence[str],
+    unique: bool,
+    path,
+    previous_key: Any = None,
+):
     prev = previous_key
     for row in rows:
         k = key_of(row, key_columns)

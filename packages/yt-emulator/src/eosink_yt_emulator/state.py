@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from importlib import resources
+from typing import Any
 
 from .commands import Commands
 from .common import Clock
@@ -29,7 +30,7 @@ DEFAULT_CONFIG = {
 }
 
 
-def load_descriptors():
+def load_descriptors() -> dict[str, Any]:
     text = resources.files(__package__).joinpath("commands_v4.json").read_text("utf-8")
     return {d["name"]: d for d in json.loads(text)}
 
@@ -44,13 +45,13 @@ class ResponseKeeper:
     "mutation_id"/"retry"): a retry with ``retry=%true`` gets the stored answer, a retry that
     arrives while the original is still executing waits for it."""
 
-    def __init__(self, size):
+    def __init__(self, size: int) -> None:
         self.size = size
         self.done = {}
         self.pending = {}
         self.cond = threading.Condition()
 
-    def begin(self, mutation_id, is_retry, timeout=60.0):
+    def begin(self, mutation_id: str, is_retry: bool, timeout: Any = 60.0):
         """Returns a stored response, or None after registering the request as pending.
 
         Raises ``KeyError`` when a non-retry request reuses a known mutation id."""
@@ -65,7 +66,7 @@ class ResponseKeeper:
             self.pending[mutation_id] = True
             return None
 
-    def end(self, mutation_id, response):
+    def end(self, mutation_id: str, response) -> None:
         with self.cond:
             self.pending.pop(mutation_id, None)
             if response is not None:
@@ -77,7 +78,7 @@ class ResponseKeeper:
 
 
 class EmulatorState:
-    def __init__(self, config=None):
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config = dict(DEFAULT_CONFIG)
         self.config.update(config or {})
         self.lock = threading.RLock()

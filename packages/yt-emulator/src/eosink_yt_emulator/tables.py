@@ -20,19 +20,24 @@ attributes ``enable_row_index``/``enable_range_index``/``enable_tablet_index``).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .errors import YtError, SORT_ORDER_VIOLATION
-from .schema import Schema, key_of, check_sorted, sort_value
+from .errors import SORT_ORDER_VIOLATION, YtError
+from .schema import Schema, check_sorted, key_of, sort_value
 from .yson import Attributed, Entity, unwrap
 
+if TYPE_CHECKING:
+    from .nodes import Node, NodeState
+    from .state import EmulatorState
 
-def table_schema(state) -> Schema:
+
+def table_schema(state: EmulatorState) -> Schema:
     s = state.attrs.get("schema")
     return s if isinstance(s, Schema) else Schema.empty_weak()
 
 
-def row_count(state):
+def row_count(state: NodeState) -> int:
     return sum(len(c) for c in state.chunks)
 
 
@@ -40,14 +45,14 @@ class GeneratedChunk(Sequence):
     """A chunk held as metadata: a row count and ``make_row(index)``, called only for the
     rows that are read (see :meth:`eosink_yt_emulator.YtEmulator.add_generated_rows`)."""
 
-    def __init__(self, count, make_row):
+    def __init__(self, count: int, make_row: Callable[[int], dict[str, Any]]) -> None:
         self.count = int(count)
         self.make_row = make_row
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int):
         if isinstance(index, slice):
             return [self.make_row(i) for i in range(*index.indices(self.count))]
         if index < 0:
@@ -61,7 +66,7 @@ class TableRows(Sequence):
     """The rows of a chunk list, addressed by row index without copying the chunks:
     ``len`` and ``rows[i]`` cost O(log chunks), ``rows[i:j]`` O(chunks + j - i)."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks: list[Any]) -> None:
         self.chunks = [c for c in chunks if len(c)]
         self.starts = []
         total = 0
@@ -70,10 +75,10 @@ class TableRows(Sequence):
             total += len(chunk)
         self.total = total
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.total
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int):
         if isinstance(index, slice):
             lo, hi, step = index.indices(self.total)
             if step != 1:
@@ -93,7 +98,7 @@ class TableRows(Sequence):
         return self.chunks[at][index - self.starts[at]]
 
 
-def last_row(chunks):
+def last_row(chunks: list[Any]):
     """The last row of a chunk list (O(chunks)), ``None`` when it holds none."""
     for chunk in reversed(chunks):
         if len(chunk):
@@ -106,14 +111,14 @@ def path_attrs(path):
 
 
 class StaticTables:
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
 
     @property
     def cypress(self):
         return self.state.cypress
 
-    def require_table(self, path, tx):
+    def require_table(self, path, tx: str | None):
         node, _, _, text = self.cypress.resolve(path, tx)
         if node.type != "table":
             raise YtError(f"Node {text} is not a table (type {node.type!r})", 1, {"path": text})
@@ -121,7 +126,9 @@ class StaticTables:
 
     # ---------------------------------------------------------------- write
 
-    def write(self, params, rows, tx):
+    def write(
+        self, params: dict[str, Any], rows: list[dict[str, Any]], tx: str | None
+    ) -> dict[str, Any]:
         path = params["path"]
         node, text = self.require_table(path, tx)
         attrs = path_attrs(path)
@@ -134,8 +141,16 @@ class StaticTables:
         return {}
 
     def write_rows(
-        self, node, text, chunks_in, tx, append, sorted_by=None, new_schema=None, take_lock=True
-    ):
+        self,
+        node: Node,
+        text: str,
+        chunks_in,
+        tx: str | None,
+        append: bool,
+        sorted_by: list[str] | None = None,
+        new_schema: Schema | None = None,
+        take_lock=True,
+    ) -> None:
         st = self.cypress.view(node, tx)
         schema = table_schema(st)
         schema_mode = st.attrs.get("schema_mode", "weak")
@@ -184,7 +199,9 @@ class StaticTables:
             node, tx, attrs=new_attrs or None, chunks=chunks, chunks_mode=mode, lock_mode=lock_mode
         )
 
-    def add_generated_rows(self, path, count, make_row):
+    def add_generated_rows(
+        self, path, count: int, make_row: Callable[[int], dict[str, Any]]
+    ) -> None:
         """Append ``count`` rows, ``make_row(i)`` for i in 0..count-1, as one generated chunk
         outside any transaction. Only the first and last rows are checked against the schema
         (and, for a sorted table, against the table's last key): the rows are never stored."""
@@ -208,7 +225,7 @@ class StaticTables:
 
     # ---------------------------------------------------------------- read
 
-    def read(self, params, tx):
+    def read(self, params: dict[str, Any], tx: str | None):
         path = params["path"]
         node, text = self.require_table(path, tx)
         attrs = path_attrs(path)
@@ -255,14 +272,16 @@ class StaticTables:
         response_params = {"start_row_index": start_row_index or 0, "approximate_row_count": total}
         return out, response_params
 
-    def _dynamic_rows(self, node, params, text):
+    def _dynamic_rows(self, node: Node, params: dict[str, Any], text: str):
         dyn = node.dyn
         ts = self.state.dynamic.read_ts({"timestamp": unwrap(params["path"])[1].get("timestamp")})
         if dyn.sorted:
             return list(dyn.scan(ts)), dyn.schema
         return list(dyn.ordered_rows()), dyn.schema
 
-    def _range_bounds(self, rng, rows, schema, text):
+    def _range_bounds(
+        self, rng: dict[str, Any], rows: Sequence[dict[str, Any]], schema: Schema, text: str
+    ):
         n = len(rows)
         rng = unwrap(rng)[0] or {}
         if "exact" in rng:
@@ -282,7 +301,14 @@ class StaticTables:
             hi = self._limit(rng["upper_limit"], rows, schema, text, upper=True)
         return lo, max(lo, hi)
 
-    def _limit(self, limit, rows, schema, text, upper):
+    def _limit(
+        self,
+        limit: dict[str, Any],
+        rows: Sequence[dict[str, Any]],
+        schema: Schema,
+        text: str,
+        upper,
+    ):
         limit = unwrap(limit)[0]
         n = len(rows)
         result_lo, result_hi = 0, n
@@ -309,7 +335,9 @@ class StaticTables:
                 result_lo = max(result_lo, b)
         return result_hi if upper else result_lo
 
-    def _key_bound(self, key, rows, schema, text, upper):
+    def _key_bound(
+        self, key: Any, rows: Sequence[dict[str, Any]], schema: Schema, text: str, upper
+    ):
         if not schema.sorted:
             raise YtError(f"Cannot use key limits on unsorted table {text}", 1, {"path": text})
         key = [None if isinstance(k, Entity) else k for k in unwrap(key)[0]]
@@ -329,7 +357,7 @@ class StaticTables:
 
     # ---------------------------------------------------------------- concatenate
 
-    def concatenate(self, params, tx):
+    def concatenate(self, params: dict[str, Any], tx: str | None) -> dict[str, Any]:
         dst = params["destination_path"]
         dst_node, dst_text = self.require_table(dst, tx)
         append = bool(path_attrs(dst).get("append", False))

@@ -17,10 +17,15 @@ by default, ``atomicity`` ``full``/``none`` must match the table's.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from . import common
-from .common import new_id, now_iso, NULL_ID
-from .errors import YtError, no_such_transaction, INVALID_TRANSACTION_STATE
+from .common import NULL_ID, new_id, now_iso
+from .errors import INVALID_TRANSACTION_STATE, YtError, no_such_transaction
+
+if TYPE_CHECKING:
+    from .nodes import Node
+    from .state import EmulatorState
 
 MAX_TIMEOUT_MS = 60 * 60 * 1000
 DEFAULT_TIMEOUT_MS = 15000
@@ -29,7 +34,7 @@ DEFAULT_TIMEOUT_MS = 15000
 class MasterTransaction:
     kind = "master"
 
-    def __init__(self, parent, timeout_ms, attributes):
+    def __init__(self, parent: Node, timeout_ms: int | None, attributes: Any) -> None:
         self.id = new_id(common.TYPE_NESTED_TRANSACTION if parent else common.TYPE_TRANSACTION)
         self.parent = parent
         self.timeout_ms = (
@@ -45,12 +50,12 @@ class MasterTransaction:
         self.state = "active"
         self.prerequisites = []
 
-    def expired(self, now):
+    def expired(self, now: float):
         if self.deadline is not None and now > self.deadline:
             return True
         return self.timeout_ms is not None and (now - self.last_ping) * 1000.0 > self.timeout_ms
 
-    def describe(self, state):
+    def describe(self, state: EmulatorState):
         """The transaction's attributes, as ``#<id>/@`` and ``//sys/transactions/<id>/@`` show
         them (names and presence as in ytsaurus ``transaction_proxy.cpp``: ``title`` and
         ``deadline`` only when set)."""
@@ -88,7 +93,14 @@ class MasterTransaction:
 class TabletTransaction:
     kind = "tablet"
 
-    def __init__(self, start_ts, timeout_ms, atomicity, durability, attributes):
+    def __init__(
+        self,
+        start_ts: int,
+        timeout_ms: int | None,
+        atomicity: str,
+        durability: str,
+        attributes: Any,
+    ) -> None:
         self.id = new_id(
             common.TYPE_NON_ATOMIC_TABLET_TRANSACTION
             if atomicity == "none"
@@ -110,12 +122,12 @@ class TabletTransaction:
         self.parent = None
         self.children = set()
 
-    def expired(self, now):
+    def expired(self, now: float):
         if self.deadline is not None and now > self.deadline:
             return True
         return (now - self.last_ping) * 1000.0 > self.timeout_ms
 
-    def describe(self, state):
+    def describe(self, state: EmulatorState):
         attrs = {
             "id": self.id,
             "type": "atomic_tablet_transaction"
@@ -131,30 +143,30 @@ class TabletTransaction:
         return attrs
 
 
-def _is_null(tx):
+def _is_null(tx: str | None):
     return tx is None or tx == "" or tx == NULL_ID
 
 
 class TransactionManager:
     """All transactions.  Methods are called with the state lock held."""
 
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.txs = {}
         self.finished = {}  # id -> "committed" | "aborted" | "expired" (bounded)
 
     # ---------------------------------------------------------------- lookup
 
-    def normalize(self, tx):
+    def normalize(self, tx: str | None):
         if _is_null(tx):
             return None
         return str(tx)
 
-    def find_master(self, tx):
+    def find_master(self, tx: str | None):
         t = self.txs.get(tx)
         return t if t is not None and t.kind == "master" else None
 
-    def get_master(self, tx) -> MasterTransaction:
+    def get_master(self, tx: str | None) -> MasterTransaction:
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
@@ -164,13 +176,13 @@ class TransactionManager:
             )
         return t
 
-    def get_any(self, tx):
+    def get_any(self, tx: str | None):
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
         return t
 
-    def chain(self, tx):
+    def chain(self, tx: str | None):
         """Ancestors of master transaction ``tx`` from the topmost down to ``tx``."""
         tx = self.normalize(tx)
         if tx is None:
@@ -186,7 +198,7 @@ class TransactionManager:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self, params):
+    def start(self, params: dict[str, Any]):
         tx_type = params.get("type", "master")
         parent = self.normalize(params.get("transaction_id"))
         timeout = params.get("timeout")
@@ -233,7 +245,7 @@ class TransactionManager:
         self.txs[t.id] = t
         return t
 
-    def ping(self, tx, ping_ancestors=False):
+    def ping(self, tx: str | None, ping_ancestors: bool = False) -> None:
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for ping", 1)
@@ -247,7 +259,7 @@ class TransactionManager:
                 p.last_ping = now
                 cur = p.parent
 
-    def commit(self, tx):
+    def commit(self, tx: str | None) -> None:
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for commit", 1)
@@ -273,14 +285,14 @@ class TransactionManager:
         self.state.cypress.on_commit(t)
         self._finish(t, "committed")
 
-    def abort(self, tx, reason="aborted"):
+    def abort(self, tx: str | None, reason: str = "aborted") -> None:
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for abort", 1)
         t = self.get_any(tx)
         self._abort(t, reason)
 
-    def _abort(self, t, reason):
+    def _abort(self, t, reason: str) -> None:
         for c in list(t.children):
             ct = self.txs.get(c)
             if ct is not None and ct.state == "active":
@@ -290,7 +302,7 @@ class TransactionManager:
             self.state.cypress.on_abort(t)
         self._finish(t, reason)
 
-    def _finish(self, t, how):
+    def _finish(self, t, how) -> None:
         t.state = how
         self.txs.pop(t.id, None)
         if t.parent is not None and t.parent in self.txs:
@@ -300,13 +312,13 @@ class TransactionManager:
             for k in list(self.finished)[:50000]:
                 del self.finished[k]
 
-    def expire(self, tx):
+    def expire(self, tx: str | None) -> None:
         """Expire ``tx`` now, as if its timeout had passed (fault injection)."""
         tx = self.normalize(tx)
         t = self.get_any(tx)
         self._abort(t, "expired")
 
-    def reap(self):
+    def reap(self) -> None:
         now = time.time()
         for t in list(self.txs.values()):
             if t.state == "active" and t.id in self.txs and t.expired(now):

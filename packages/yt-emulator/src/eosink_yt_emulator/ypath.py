@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import RESOLVE_ERROR, YtError
 from .yson import unwrap
 
@@ -70,5 +72,5 @@ def parse_ypath(path):
     return root, keys, attr_path
 
 
-def escape_key(key):
+def escape_key(key: Any):
     return key.replace("\\", "\\\\").replace("/", "\\/").replace("@", "\\@").replace("&", "\\&")

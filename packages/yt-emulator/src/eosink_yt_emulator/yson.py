@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from .yson_parse import load_fragment, loads
 from .yson_values import ENTITY, Attributed, Entity, Uint64, YsonError, _to_text, attrs_of, unwrap
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 
-def _json_str_out(s, encode_utf8):
+def _json_str_out(s, encode_utf8: bool):
     b = _as_bytes(s)
     if encode_utf8:
         return b.decode("latin-1")
@@ -53,14 +54,14 @@ def _json_str_out(s, encode_utf8):
         raise YsonError("Non-UTF-8 string cannot be written as JSON with encode_utf8=%false")
 
 
-def _json_key_out(k, encode_utf8, escape_dollar):
+def _json_key_out(k, encode_utf8: bool, escape_dollar: bool):
     k = _json_str_out(k, encode_utf8)
     if escape_dollar and k.startswith("$"):
         k = "$" + k
     return k
 
 
-def to_json_obj(v, encode_utf8=True, escape_dollar=True):
+def to_json_obj(v: Any, encode_utf8: bool = True, escape_dollar: bool = True):
     """YSON value -> JSON-able object (YT JSON format conventions)."""
     if isinstance(v, Attributed):
         return {
@@ -97,13 +98,13 @@ def to_json_obj(v, encode_utf8=True, escape_dollar=True):
     raise YsonError(f"Cannot serialize {type(v)!r} to JSON")
 
 
-def to_json(v, encode_utf8=True) -> bytes:
+def to_json(v: Any, encode_utf8: bool = True) -> bytes:
     return json.dumps(
         to_json_obj(v, encode_utf8), ensure_ascii=False, separators=(",", ":")
     ).encode("utf-8")
 
 
-def _json_str_in(s, encode_utf8):
+def _json_str_in(s, encode_utf8: bool):
     if encode_utf8:
         try:
             return _to_text(s.encode("latin-1"))
@@ -114,7 +115,7 @@ def _json_str_in(s, encode_utf8):
     return s
 
 
-def from_json_obj(o, encode_utf8=True):
+def from_json_obj(o, encode_utf8: bool = True):
     if isinstance(o, dict):
         if "$value" in o and set(o) <= {"$value", "$attributes", "$type"}:
             value = from_json_obj(o["$value"], encode_utf8)
@@ -144,7 +145,7 @@ def from_json_obj(o, encode_utf8=True):
     return o
 
 
-def _typed(value, t):
+def _typed(value: Any, t):
     if t == "uint64":
         return Uint64(int(value))
     if t == "int64":
@@ -160,13 +161,13 @@ def _typed(value, t):
     return value
 
 
-def from_json(data, encode_utf8=True):
+def from_json(data: bytes, encode_utf8: bool = True):
     return from_json_obj(
         json.loads(data.decode("utf-8") if isinstance(data, bytes) else data), encode_utf8
     )
 
 
-def from_json_lines(data, encode_utf8=True):
+def from_json_lines(data: bytes, encode_utf8: bool = True):
     out = []
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     dec = json.JSONDecoder()

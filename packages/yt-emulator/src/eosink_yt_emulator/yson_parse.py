@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Any, Never
 
 from .yson_values import ENTITY, Attributed, Uint64, YsonError, _to_text
 
@@ -28,17 +29,17 @@ _ESCAPES = {
 
 
 class _Parser:
-    def __init__(self, data: bytes):
+    def __init__(self, data: bytes) -> None:
         if isinstance(data, str):
             data = data.encode("utf-8")
         self.data = bytes(data)
         self.pos = 0
         self.n = len(self.data)
 
-    def error(self, msg):
+    def error(self, msg: str) -> Never:
         raise YsonError(f"{msg} at position {self.pos}")
 
-    def skip_ws(self):
+    def skip_ws(self) -> None:
         d, p, n = self.data, self.pos, self.n
         while p < n and d[p] in _WS:
             p += 1
@@ -50,7 +51,7 @@ class _Parser:
             return None
         return self.data[self.pos]
 
-    def expect(self, ch):
+    def expect(self, ch) -> None:
         c = self.peek()
         if c != ch:
             self.error(f"Expected {chr(ch)!r}, found {None if c is None else chr(c)!r}")
@@ -265,11 +266,11 @@ def _key(b):
         return b.decode("latin-1")
 
 
-def _unzigzag(v):
+def _unzigzag(v: Any):
     return (v >> 1) ^ -(v & 1)
 
 
-def loads(data):
+def loads(data: bytes):
     """Parse one YSON node."""
     p = _Parser(data)
     v = p.parse_value()
@@ -278,7 +279,7 @@ def loads(data):
     return v
 
 
-def load_fragment(data):
+def load_fragment(data: bytes):
     """Parse a list fragment (``a;b;c;``), e.g. a tabular YSON stream."""
     p = _Parser(data)
     out = []

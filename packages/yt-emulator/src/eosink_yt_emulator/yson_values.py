@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class YsonError(ValueError):
     pass
@@ -12,16 +14,16 @@ class Entity:
 
     __slots__ = ()
 
-    def __eq__(self, other):
+    def __eq__(self, other: object):
         return isinstance(other, Entity) or other is None
 
     def __hash__(self):
         return 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Entity()"
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return False
 
 
@@ -31,7 +33,7 @@ ENTITY = Entity()
 class Uint64(int):
     """An unsigned 64-bit YSON integer (``123u``)."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Uint64({int(self)})"
 
 
@@ -40,27 +42,27 @@ class Attributed:
 
     __slots__ = ("value", "attributes")
 
-    def __init__(self, value, attributes):
+    def __init__(self, value: Any, attributes: Any) -> None:
         self.value = value
         self.attributes = dict(attributes)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object):
         if isinstance(other, Attributed):
             return self.value == other.value and self.attributes == other.attributes
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Attributed({self.value!r}, {self.attributes!r})"
 
 
-def unwrap(value):
+def unwrap(value: Any):
     """Return ``(value, attributes)`` for a possibly attributed value."""
     if isinstance(value, Attributed):
         return value.value, value.attributes
     return value, {}
 
 
-def attrs_of(value):
+def attrs_of(value: Any):
     return value.attributes if isinstance(value, Attributed) else {}
 
 

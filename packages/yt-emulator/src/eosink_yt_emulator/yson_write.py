@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+from typing import Any
 
 from .yson_values import Attributed, Entity, Uint64, YsonError
 
@@ -111,7 +112,7 @@ def _write(v, out: bytearray, binary: bool):
         raise YsonError(f"Cannot serialize {type(v)!r} to YSON")
 
 
-def _write_map_items(d, out, binary):
+def _write_map_items(d, out, binary: bool) -> None:
     for k, val in d.items():
         _write(k, out, binary)
         out += b"="
@@ -119,13 +120,13 @@ def _write_map_items(d, out, binary):
         out += b";"
 
 
-def dumps(value, binary=False) -> bytes:
+def dumps(value: Any, binary: bool = False) -> bytes:
     out = bytearray()
     _write(value, out, binary)
     return bytes(out)
 
 
-def dump_fragment(values, binary=False) -> bytes:
+def dump_fragment(values, binary: bool = False) -> bytes:
     out = bytearray()
     for v in values:
         _write(v, out, binary)

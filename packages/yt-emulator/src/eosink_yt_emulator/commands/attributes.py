@@ -7,7 +7,7 @@ the live state, as YT computes them), its user attributes, its value; objects na
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common import NULL_ID
 from ..cypress import (
@@ -22,6 +22,9 @@ from ..errors import (
 from ..tables import row_count, table_schema
 from ..yson import ENTITY, Attributed, Uint64, unwrap
 from .base import CommandsBase, _navigate, _s
+
+if TYPE_CHECKING:
+    from ..nodes import NodeState
 
 
 class AttributeReads(CommandsBase):
@@ -53,7 +56,7 @@ class AttributeReads(CommandsBase):
             raise YtError(f"Object {key} cannot have children", RESOLVE_ERROR, {"path": text})
         return children[key]
 
-    def system_attributes(self, node, tx, st=None):
+    def system_attributes(self, node: Node, tx: str | None, st: NodeState | None = None):
         if st is None:
             st = self.cypress.view(node, tx)
         c = self.cypress
@@ -134,7 +137,7 @@ class AttributeReads(CommandsBase):
             a["replication_factor"] = 3
         return a
 
-    def _lock_mode(self, node, tx):
+    def _lock_mode(self, node: Node, tx: str | None):
         mine = set(self.cypress.chain(tx))
         modes = [lk.mode for lk in node.locks if lk.tx in mine]
         for m in ("exclusive", "shared", "snapshot"):
@@ -142,7 +145,7 @@ class AttributeReads(CommandsBase):
                 return m
         return "none"
 
-    def all_attributes(self, node, tx, st=None):
+    def all_attributes(self, node: Node, tx: str | None, st: NodeState | None = None):
         if st is None:
             st = self.cypress.view(node, tx)
         a = self.system_attributes(node, tx, st)
@@ -152,7 +155,7 @@ class AttributeReads(CommandsBase):
             a[k] = v
         return a
 
-    def node_value(self, node, tx, attributes=None, depth=0):
+    def node_value(self, node: Node, tx: str | None, attributes: Any = None, depth: int = 0):
         st = self.cypress.view(node, tx)
         if node.type == "map_node":
             value = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy as copymod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from ..common import to_bool
 from ..errors import RESOLVE_ERROR, YtError
@@ -69,17 +69,17 @@ class CommandsBase:
         return tx
 
 
-def _s(v):
+def _s(v: Any):
     v = unwrap(v)[0]
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-def _b(params, name, default=False):
+def _b(params: dict[str, Any], name: str, default: Any = False):
     v = params.get(name, default)
     return to_bool(v) if v is not None else default
 
 
-def _navigate(value, keys, text):
+def _navigate(value: Any, keys: list[Any], text: str):
     for k in keys:
         value = unwrap(value)[0]
         if isinstance(value, dict) and k in value:
@@ -94,7 +94,7 @@ def _navigate(value, keys, text):
     return value
 
 
-def _set_in(value, keys, new, text, remove=False):
+def _set_in(value: Any, keys: list[Any], new: Any, text: str, remove: bool = False):
     """Return a copy of ``value`` with ``keys`` set to ``new`` (or removed)."""
     value = copymod.deepcopy(value)
     if not keys:
@@ -135,5 +135,5 @@ def _set_in(value, keys, new, text, remove=False):
     return Attributed(root, attrs) if attrs else root
 
 
-def _raise():
+def _raise() -> Never:
     raise YtError("Not found", RESOLVE_ERROR)

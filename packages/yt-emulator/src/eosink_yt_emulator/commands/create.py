@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..common import to_bool
 from ..cypress import (
     READ_ONLY_ATTRS,
@@ -22,7 +24,7 @@ from .base import CommandsBase, _b, _s, command
 
 class NodeCreation(CommandsBase):
     @command("create")
-    def create(self, params, _):
+    def create(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         tx = self.tx(params)
         node_type = _s(params.get("type"))
         path = params.get("path")
@@ -81,7 +83,7 @@ class NodeCreation(CommandsBase):
         c.link_child(parent, key, new, tx)
         return {"node_id": new.id}
 
-    def _make_node(self, node_type, attributes, tx, text):
+    def _make_node(self, node_type: str, attributes: Any, tx: str | None, text: str):
         c = self.cypress
         node = c.new_node(node_type, tx)
         attrs = {}
@@ -161,7 +163,7 @@ class NodeCreation(CommandsBase):
         c.write_state(node, tx, attrs=attrs, value=value, lock_mode=None)
         return node
 
-    def _copy_or_move(self, params, move):
+    def _copy_or_move(self, params: dict[str, Any], move: bool) -> dict[str, Any]:
         tx = self.tx(params)
         c = self.cypress
         src_node, rest, attr_path, src_text = c.resolve(params["source_path"], tx)
@@ -223,9 +225,9 @@ class NodeCreation(CommandsBase):
         return {"node_id": new.id}
 
     @command("copy")
-    def copy(self, params, _):
+    def copy(self, params: dict[str, Any], _: Any):
         return self._copy_or_move(params, move=False)
 
     @command("move")
-    def move(self, params, _):
+    def move(self, params: dict[str, Any], _: Any):
         return self._copy_or_move(params, move=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import (
     YtError,
 )
@@ -11,12 +13,12 @@ from .base import CommandsBase, _s, command
 
 class OperationCommands(CommandsBase):
     @command("start_operation")
-    def start_operation(self, params, _):
+    def start_operation(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         op = self.state.operations.start(params)
         return {"operation_id": op.id}
 
     @command("get_operation")
-    def get_operation(self, params, _):
+    def get_operation(self, params: dict[str, Any], _: Any):
         op_id = params.get("operation_id") or params.get("operation_alias")
         op = self.state.operations.get(op_id)
         attrs = op.attributes()
@@ -26,16 +28,16 @@ class OperationCommands(CommandsBase):
         return attrs
 
     @command("abort_operation")
-    def abort_operation(self, params, _):
+    def abort_operation(self, params: dict[str, Any], _: Any):
         return self.state.operations.abort(params.get("operation_id"))
 
     @command("complete_operation")
-    def complete_operation(self, params, _):
+    def complete_operation(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         self.state.operations.get(params.get("operation_id"))
         return {}
 
     @command("list_jobs")
-    def list_jobs(self, params, _):
+    def list_jobs(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         self.state.operations.get(params.get("operation_id"))
         return {
             "jobs": [],
@@ -49,7 +51,7 @@ class OperationCommands(CommandsBase):
         }
 
     @command("list_operations")
-    def list_operations(self, params, _):
+    def list_operations(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         ops = [op.attributes() for op in self.state.operations.ops.values()]
         return {
             "operations": ops,
@@ -62,7 +64,7 @@ class OperationCommands(CommandsBase):
         }
 
     @command("execute_batch")
-    def execute_batch(self, params, _):
+    def execute_batch(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         results = []
         for req in params.get("requests") or []:
             command = _s(req.get("command"))
@@ -82,23 +84,23 @@ class OperationCommands(CommandsBase):
         return {"results": results}
 
     @command("check_permission")
-    def check_permission(self, params, _):
+    def check_permission(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return {"action": "allow"}
 
     @command("generate_timestamp")
-    def generate_timestamp(self, params, _):
+    def generate_timestamp(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return {"timestamp": Uint64(self.state.clock.next())}
 
     @command("get_current_user")
-    def get_current_user(self, params, _):
+    def get_current_user(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return {"user": "root"}
 
     @command("discover_proxies")
-    def discover_proxies(self, params, _):
+    def discover_proxies(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return {"proxies": [self.state.address]}
 
     @command("get_supported_features")
-    def get_supported_features(self, params, _):
+    def get_supported_features(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return {
             "features": {
                 "primitive_types": [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..common import to_bool
 from ..dyntable import DynTable
 from ..errors import (
@@ -15,16 +17,16 @@ from .base import Binary, CommandsBase, Tabular, command
 
 class TableCommands(CommandsBase):
     @command("write_table")
-    def write_table(self, params, rows):
+    def write_table(self, params: dict[str, Any], rows: list[dict[str, Any]]):
         return self.state.tables.write(params, rows, self.tx(params))
 
     @command("read_table")
-    def read_table(self, params, _):
+    def read_table(self, params: dict[str, Any], _: Any) -> Tabular:
         rows, rp = self.state.tables.read(params, self.tx(params))
         return Tabular(rows, rp)
 
     @command("write_file")
-    def write_file(self, params, data):
+    def write_file(self, params: dict[str, Any], data: bytes) -> dict[str, Any]:
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if node.type != "file":
@@ -40,7 +42,7 @@ class TableCommands(CommandsBase):
         return {}
 
     @command("read_file")
-    def read_file(self, params, _):
+    def read_file(self, params: dict[str, Any], _: Any) -> Binary:
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if node.type != "file":
@@ -52,11 +54,11 @@ class TableCommands(CommandsBase):
         return Binary(data)
 
     @command("concatenate")
-    def concatenate(self, params, _):
+    def concatenate(self, params: dict[str, Any], _: Any):
         return self.state.tables.concatenate(params, self.tx(params))
 
     @command("alter_table")
-    def alter_table(self, params, _):
+    def alter_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx)
         if node.type != "table":
@@ -130,7 +132,7 @@ class TableCommands(CommandsBase):
         return {}
 
 
-def _compatible(old: Schema, new: Schema):
+def _compatible(old: Schema, new: Schema) -> bool:
     for col in old.columns:
         nc = new.by_name.get(col.name)
         if nc is None:

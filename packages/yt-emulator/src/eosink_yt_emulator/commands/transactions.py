@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import (
     YtError,
 )
@@ -11,7 +13,7 @@ from .base import CommandsBase, _b, _s, command
 
 class TransactionCommands(CommandsBase):
     @command("lock")
-    def lock(self, params, _):
+    def lock(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         tx = self.tx(params)
         if tx is None:
             raise YtError("A valid master transaction is required", 1)
@@ -37,7 +39,7 @@ class TransactionCommands(CommandsBase):
         return {"lock_id": lock.id, "node_id": node.id, "revision": Uint64(node.revision)}
 
     @command("unlock")
-    def unlock(self, params, _):
+    def unlock(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         tx = self.tx(params)
         if tx is None:
             raise YtError("A valid master transaction is required", 1)
@@ -57,21 +59,21 @@ class TransactionCommands(CommandsBase):
         return {}
 
     @command("start_transaction")
-    def start_transaction(self, params, _):
+    def start_transaction(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         t = self.txm.start(params)
         return {"transaction_id": t.id}
 
     @command("ping_transaction")
-    def ping_transaction(self, params, _):
+    def ping_transaction(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         self.txm.ping(params.get("transaction_id"), _b(params, "ping_ancestor_transactions"))
         return {}
 
     @command("commit_transaction")
-    def commit_transaction(self, params, _):
+    def commit_transaction(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         self.txm.commit(params.get("transaction_id"))
         return {}
 
     @command("abort_transaction")
-    def abort_transaction(self, params, _):
+    def abort_transaction(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         self.txm.abort(params.get("transaction_id"))
         return {}

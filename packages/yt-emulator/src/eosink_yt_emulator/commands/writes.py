@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..cypress import (
     READ_ONLY_ATTRS,
     REMOVED,
@@ -14,9 +16,14 @@ from ..errors import (
 from ..yson import unwrap
 from .base import CommandsBase, _b, _s, _set_in, command
 
+if TYPE_CHECKING:
+    from ..nodes import Node
+
 
 class NodeWrites(CommandsBase):
-    def _ensure_parent(self, node, rest, tx, recursive, text):
+    def _ensure_parent(
+        self, node: Node, rest: list[str], tx: str | None, recursive: bool, text: str
+    ):
         """Create the missing intermediate map nodes; returns (parent, final_key)."""
         if node.type != "map_node":
             raise YtError(
@@ -38,7 +45,7 @@ class NodeWrites(CommandsBase):
         return parent, rest[-1]
 
     @command("set")
-    def set(self, params, input_data):
+    def set(self, params: dict[str, Any], input_data: Any) -> dict[str, Any]:
         tx = self.tx(params)
         path = params["path"]
         value = input_data
@@ -117,7 +124,7 @@ class NodeWrites(CommandsBase):
         c.link_child(parent, key, c.build_from_value(value, tx), tx)
         return {}
 
-    def _check_special_attribute(self, node, name, value, tx):
+    def _check_special_attribute(self, node: Node, name: str, value: Any, tx: str | None) -> None:
         if (
             node.dyn is not None
             and name in ("atomicity", "commit_ordering")
@@ -126,7 +133,7 @@ class NodeWrites(CommandsBase):
             raise YtError(f"Attribute {name!r} can only be changed for an unmounted table", 1)
 
     @command("remove")
-    def remove(self, params, _):
+    def remove(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         tx = self.tx(params)
         path = params["path"]
         recursive = _b(params, "recursive")
