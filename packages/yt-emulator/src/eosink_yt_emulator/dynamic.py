@@ -36,7 +36,8 @@ from .errors import (
     TABLET_TRANSACTION_LOCK_CONFLICT,
     YtError,
 )
-from .schema import check_value, key_of
+from .keys import key_of
+from .schema import check_value
 from .yson import Uint64
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from .errors import (
     TABLET_NOT_MOUNTED,
     YtError,
 )
-from .schema import Schema, check_value, key_of
+from .keys import key_of
+from .schema import Schema, check_value
 from .sortedkeys import SortedKeys
 from .yson import Entity, Uint64
 

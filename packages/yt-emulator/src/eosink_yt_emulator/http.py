@@ -27,22 +27,16 @@ import struct
 import time
 import traceback
 import urllib.parse
-import zlib
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from . import yson
+from .bodies import read_body
 from .commands import Binary, Tabular
 from .errors import YtError
 from .faults import FaultRule
 from .formats import Format
 from .yson import unwrap
-
-try:  # optional, only if the client is configured for brotli
-    import brotli  # type: ignore
-except ImportError:  # pragma: no cover
-    brotli = None
-
 
 #: A response: HTTP status, body, headers, content type.
 Response = tuple[int, bytes, dict[str, str], str]
@@ -55,15 +49,6 @@ def http_method_for(desc: dict[str, Any]) -> str:
     if desc["is_volatile"]:
         return "POST"
     return "GET"
-
-
-def _py(v: Any):
-    """Parsed YSON -> plain JSON-able Python (for the request log / control endpoint)."""
-    return (
-        yson.to_json_obj(v, encode_utf8=False, escape_dollar=False)
-        if not isinstance(v, (str, int))
-        else v
-    )
 
 
 def _log_entry(method: str, command: str) -> dict[str, Any]:
@@ -93,37 +78,8 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _read_body(self):
-        te = (self.headers.get("Transfer-Encoding") or "").lower()
-        if "chunked" in te:
-            parts = []
-            while True:
-                line = self.rfile.readline()
-                if not line:
-                    break
-                size = int(line.split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while True:
-                        trailer = self.rfile.readline()
-                        if trailer in (b"\r\n", b"\n", b""):
-                            break
-                    break
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            data = b"".join(parts)
-        else:
-            length = int(self.headers.get("Content-Length") or 0)
-            data = self.rfile.read(length) if length else b""
-        enc = (self.headers.get("Content-Encoding") or "identity").lower().strip()
-        if not data or enc == "identity":
-            return data
-        if enc == "gzip":
-            return zlib.decompress(data, 47)
-        if enc == "deflate":
-            return zlib.decompress(data)
-        if enc == "br" and brotli is not None:
-            return brotli.decompress(data)
-        raise YtError(f"Content encoding {enc!r} is not supported by the emulator", 1)
+    def _read_body(self) -> bytes:
+        return read_body(self.rfile, self.headers)
 
     def _send(
         self,

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from . import common
 from .common import new_id, now_iso
 from .errors import NO_SUCH_OPERATION, SORT_ORDER_VIOLATION, YtError
-from .schema import Schema, check_sorted, key_of
+from .keys import check_sorted, key_of
+from .schema import Schema
 from .tables import table_schema
 from .yson import unwrap
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import QUERY_ERROR, YtError
+from .keys import sort_value
 from .query import Query
-from .schema import sort_value
 from .yson import Entity, Uint64
 
 

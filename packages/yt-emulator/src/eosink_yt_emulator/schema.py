@@ -12,12 +12,11 @@ not accepted for a ``double`` column (stricter side).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from .errors import SCHEMA_VIOLATION, SORT_ORDER_VIOLATION, UNIQUE_KEY_VIOLATION, YtError
-from .yson import Attributed, Entity, Uint64, dumps, unwrap
+from .errors import SCHEMA_VIOLATION, YtError
+from .yson import Attributed, Entity, Uint64, unwrap
 
 if TYPE_CHECKING:
     from .nodes import Lock
@@ -139,7 +138,7 @@ def _parse_type_v3(t):
 
 
 class Schema:
-    def __init__(self, columns: list[str], strict: bool = True, unique_keys: bool = False) -> None:
+    def __init__(self, columns: list[Column], strict: bool = True, unique_keys: bool = False) -> None:
         self.columns = columns
         self.strict = strict
         self.unique_keys = unique_keys
@@ -171,61 +170,7 @@ class Schema:
         columns = []
         seen = set()
         for raw in value:
-            raw = unwrap(raw)[0]
-            if not isinstance(raw, dict) or "name" not in raw:
-                raise YtError(
-                    'Error parsing table schema: each column must be a map with "name"',
-                    SCHEMA_VIOLATION,
-                )
-            name = _s(raw["name"])
-            if name in seen:
-                raise YtError(f"Duplicate column name {name!r} in table schema", SCHEMA_VIOLATION)
-            seen.add(name)
-            type_v3 = raw.get("type_v3")
-            if "type" in raw:
-                t = _s(raw["type"])
-                required = bool(raw.get("required", False))
-                if type_v3 is not None:
-                    t3, req3 = _parse_type_v3(type_v3)
-                    if "required" not in raw:
-                        required = req3
-            elif type_v3 is not None:
-                t, required = _parse_type_v3(type_v3)
-            else:
-                raise YtError(f'Column {name!r} has neither "type" nor "type_v3"', SCHEMA_VIOLATION)
-            t = V3_TO_V1.get(t, t)
-            if t not in SIMPLE_TYPES:
-                raise YtError(f"Invalid type {t!r} of column {name!r}", SCHEMA_VIOLATION)
-            if t == "any" and required and type_v3 is None:
-                raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
-            sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
-            if sort_order not in (None, "ascending", "descending"):
-                raise YtError(
-                    f"Invalid sort_order {sort_order!r} of column {name!r}", SCHEMA_VIOLATION
-                )
-            aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
-            if aggregate is not None and aggregate not in AGGREGATES:
-                raise YtError(f"Unknown aggregate function {aggregate!r}", SCHEMA_VIOLATION)
-            if aggregate is not None and sort_order:
-                raise YtError(f"Key column {name!r} cannot be aggregated", SCHEMA_VIOLATION)
-            keep_v3 = (
-                type_v3
-                if (type_v3 is not None and t == "any" and not isinstance(unwrap(type_v3)[0], str))
-                else None
-            )
-            columns.append(
-                Column(
-                    name,
-                    t,
-                    required,
-                    sort_order,
-                    aggregate,
-                    _s(raw.get("expression")) if raw.get("expression") else None,
-                    _s(raw.get("lock")) if raw.get("lock") else None,
-                    keep_v3,
-                    _s(raw.get("group")) if raw.get("group") else None,
-                )
-            )
+            columns.append(_parse_column(raw, seen))
         key_done = False
         for c in columns:
             if c.sort_order:
@@ -297,7 +242,7 @@ class Schema:
 
     # ---------------------------------------------------------- validation
 
-    def validate_row(self, row: dict[str, Any], path="", allow_system: bool = ()):
+    def validate_row(self, row: dict[str, Any], path="", allow_system: Collection[str] = ()):
         """Check and normalize one row against the schema; returns the row to store."""
         row = unwrap(row)[0]
         if not isinstance(row, dict):
@@ -404,57 +349,58 @@ def value_type(v) -> str:
     return "any"
 
 
-def sort_value(v):
-    """Total order over values matching YT's comparison of unversioned values."""
-    if isinstance(v, Attributed):
-        v = v.value
-    if v is None or isinstance(v, Entity):
-        return (2, 0)
-    if isinstance(v, bool):
-        return (6, int(v))
-    if isinstance(v, Uint64):
-        return (4, int(v))
-    if isinstance(v, int):
-        return (3, v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return (5, math.inf, 1)
-        return (5, v, 0)
-    if isinstance(v, str):
-        return (16, v.encode("utf-8"))
-    if isinstance(v, bytes):
-        return (16, v)
-    return (17, dumps(v, binary=True))
-
-
-def key_of(row: dict[str, Any], key_columns: Sequence[str]):
-    return tuple(sort_value(row.get(c)) for c in key_columns)
-
-
-def check_sorted(
-    rows: list[dict[str, Any]],
-    key_columns: Sequence[str],
-    unique: bool,
-    path,
-    previous_key: Any = None,
-):
-    prev = previous_key
-    for row in rows:
-        k = key_of(row, key_columns)
-        if prev is not None:
-            if k < prev:
-                raise YtError(
-                    f"Sort order violation: {[row.get(c) for c in key_columns]!r} is less than "
-                    "the previous key",
-                    SORT_ORDER_VIOLATION,
-                    {"path": path},
-                )
-            if unique and k == prev:
-                raise YtError(
-                    f"Duplicate key {[row.get(c) for c in key_columns]!r} in a table with unique "
-                    "keys",
-                    UNIQUE_KEY_VIOLATION,
-                    {"path": path},
-                )
-        prev = k
-    return prev
+def _parse_column(raw: Any, seen: set[str]) -> Column:
+    """One column of a schema in YSON, checked as YT checks it (``seen``: the names so far)."""
+    raw = unwrap(raw)[0]
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise YtError(
+            'Error parsing table schema: each column must be a map with "name"',
+            SCHEMA_VIOLATION,
+        )
+    name = _s(raw["name"])
+    if name in seen:
+        raise YtError(f"Duplicate column name {name!r} in table schema", SCHEMA_VIOLATION)
+    seen.add(name)
+    type_v3 = raw.get("type_v3")
+    if "type" in raw:
+        t = _s(raw["type"])
+        required = bool(raw.get("required", False))
+        if type_v3 is not None:
+            t3, req3 = _parse_type_v3(type_v3)
+            if "required" not in raw:
+                required = req3
+    elif type_v3 is not None:
+        t, required = _parse_type_v3(type_v3)
+    else:
+        raise YtError(f'Column {name!r} has neither "type" nor "type_v3"', SCHEMA_VIOLATION)
+    t = V3_TO_V1.get(t, t)
+    if t not in SIMPLE_TYPES:
+        raise YtError(f"Invalid type {t!r} of column {name!r}", SCHEMA_VIOLATION)
+    if t == "any" and required and type_v3 is None:
+        raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
+    sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
+    if sort_order not in (None, "ascending", "descending"):
+        raise YtError(
+            f"Invalid sort_order {sort_order!r} of column {name!r}", SCHEMA_VIOLATION
+        )
+    aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise YtError(f"Unknown aggregate function {aggregate!r}", SCHEMA_VIOLATION)
+    if aggregate is not None and sort_order:
+        raise YtError(f"Key column {name!r} cannot be aggregated", SCHEMA_VIOLATION)
+    keep_v3 = (
+        type_v3
+        if (type_v3 is not None and t == "any" and not isinstance(unwrap(type_v3)[0], str))
+        else None
+    )
+    return Column(
+        name,
+        t,
+        required,
+        sort_order,
+        aggregate,
+        _s(raw.get("expression")) if raw.get("expression") else None,
+        _s(raw.get("lock")) if raw.get("lock") else None,
+        keep_v3,
+        _s(raw.get("group")) if raw.get("group") else None,
+    )

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import SORT_ORDER_VIOLATION, YtError
-from .schema import Schema, check_sorted, key_of, sort_value
+from .keys import check_sorted, key_of, sort_value
+from .schema import Schema
 from .yson import Attributed, Entity, unwrap
 
 if TYPE_CHECKING:
