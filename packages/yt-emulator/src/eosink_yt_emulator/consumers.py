@@ -41,6 +41,7 @@ class QueueConsumers:
         self.registrations: dict[tuple[str, str], dict] = {}
 
     def _existing(self, value: Any, what: str) -> str:
+        """The registration of ``consumer`` for ``queue``, or a resolve error."""
         path = _path(value)
         _, rest, _, text = self.state.cypress.resolve(path, None, missing_ok=True)
         if rest:
@@ -48,6 +49,7 @@ class QueueConsumers:
         return text
 
     def register(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``register_queue_consumer``."""
         queue = self._existing(params["queue_path"], "queue")
         consumer = self._existing(params["consumer_path"], "consumer")
         self.registrations[(queue, consumer)] = {
@@ -57,12 +59,14 @@ class QueueConsumers:
         return {}
 
     def unregister(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``unregister_queue_consumer``."""
         key = (_path(params["queue_path"]), _path(params["consumer_path"]))
         if self.registrations.pop(key, None) is None:
             raise YtError(f"Consumer {key[1]} is not registered for queue {key[0]}", RESOLVE_ERROR)
         return {}
 
     def list(self, params: dict[str, Any]) -> list[Any]:
+        """``list_queue_consumer_registrations``, optionally of one queue or consumer."""
         queue = _path(params["queue_path"]) if params.get("queue_path") else None
         consumer = _path(params["consumer_path"]) if params.get("consumer_path") else None
         return [
@@ -77,6 +81,7 @@ class QueueConsumers:
         ]
 
     def advance(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``advance_queue_consumer``: move a partition's offset, checking the old one if given."""
         consumer = _path(params["consumer_path"])
         queue = _path(params["queue_path"])
         if not params.get("client_side", True):
@@ -105,6 +110,7 @@ class QueueConsumers:
         return {}
 
     def pull(self, params: dict[str, Any]):
+        """``pull_consumer``: rows of a queue partition from an offset."""
         queue = _path(params["queue_path"])
         consumer = _path(params["consumer_path"])
         if (queue, consumer) not in self.registrations:

@@ -92,6 +92,8 @@ class Cypress(CypressLocks, CypressWrites):
             self._bootstrap_child(sys_node, key, node_type)
 
     def _bootstrap_child(self, parent: Node, key: Any, node_type: str = "map_node"):
+        """Make a child of the initial tree (``//tmp``, ``//sys``, ...), in the trunk, outside any
+        journal."""
         n = Node(node_type)
         n.parent_id = parent.id
         n.key = key
@@ -106,14 +108,17 @@ class Cypress(CypressLocks, CypressWrites):
     # journal frame; ``rollback`` restores it.
 
     def begin(self) -> None:
+        """Start the journal of one command, so that ``rollback`` can undo whatever it changes."""
         self.journals.append(
             {"nodes": {}, "new": set(), "txs": {}, "locks_added": set(), "locks_removed": {}}
         )
 
     def _frame(self):
+        """The journal frame of the running command."""
         return self.journals[-1] if self.journals else None
 
     def _save(self, node: Node) -> None:
+        """Remember a node's state before its first change in this command."""
         f = self._frame()
         if f is None or node.id in f["nodes"] or node.id in f["new"]:
             return
@@ -142,24 +147,28 @@ class Cypress(CypressLocks, CypressWrites):
         )
 
     def _save_tx(self, txo: MasterTransaction) -> None:
+        """Remember a transaction's state before its first change in this command."""
         f = self._frame()
         if f is None or txo.id in f["txs"]:
             return
         f["txs"][txo.id] = (txo, set(txo.touched), list(txo.locks))
 
     def _lock_added(self, lock: Lock) -> None:
+        """Journal a lock the command took, to drop it on rollback."""
         self.state.locks[lock.id] = lock
         f = self._frame()
         if f is not None:
             f["locks_added"].add(lock.id)
 
     def _lock_removed(self, lock_id: str) -> None:
+        """Journal a lock the command released, to put it back on rollback."""
         lock = self.state.locks.pop(lock_id, None)
         f = self._frame()
         if f is not None and lock is not None and lock_id not in f["locks_added"]:
             f["locks_removed"].setdefault(lock_id, lock)
 
     def commit_journal(self) -> None:
+        """End the command's journal: its changes stay."""
         f = self.journals.pop()
         parent = self._frame()
         if parent is None:
@@ -176,6 +185,7 @@ class Cypress(CypressLocks, CypressWrites):
                 parent["locks_removed"].setdefault(lid, lock)
 
     def rollback(self) -> None:
+        """Undo every change the running command made (nodes, transactions, locks)."""
         f = self.journals.pop()
         for nid in f["new"]:
             self.nodes.pop(nid, None)
@@ -214,6 +224,7 @@ class Cypress(CypressLocks, CypressWrites):
     # -------------------------------------------------------------- views
 
     def chain(self, tx: str | None):
+        """The master transactions whose changes ``tx`` sees, from the topmost down to ``tx``."""
         return self.state.txm.chain(tx)
 
     def view(self, node: Node, tx: str | None) -> NodeState:
@@ -231,6 +242,7 @@ class Cypress(CypressLocks, CypressWrites):
         return state
 
     def visible(self, node: Node, tx: str | None) -> bool:
+        """Whether ``node`` exists for ``tx``: created in ``tx``'s chain and not removed there."""
         if node.dead:
             return False
         chain = self.chain(tx)
@@ -243,6 +255,7 @@ class Cypress(CypressLocks, CypressWrites):
         return True
 
     def version(self, node: Node, tx: str | None) -> Version:
+        """The version of ``node`` that ``tx`` writes to (made on first use)."""
         self._save(node)
         v = node.versions.get(tx)
         if v is None:
@@ -256,6 +269,7 @@ class Cypress(CypressLocks, CypressWrites):
     # -------------------------------------------------------------- resolution
 
     def get_node(self, node_id: str):
+        """The node with id ``node_id`` (``None`` if there is none)."""
         return self.nodes.get(node_id)
 
     def resolve(self, path, tx: str | None, missing_ok: bool = False, virtual_ok: bool = False):
@@ -306,6 +320,7 @@ class Cypress(CypressLocks, CypressWrites):
         return node, rest, attr_path, text
 
     def path_of(self, node: Node, tx: str | None):
+        """The node's path as ``tx`` sees it (for messages and the ``path`` attribute)."""
         parts = []
         cur = node
         seen = 0

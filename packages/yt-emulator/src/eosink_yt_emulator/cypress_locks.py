@@ -33,6 +33,7 @@ class CypressLocks:
     # -------------------------------------------------------------- locks
 
     def ancestors_or_self(self, tx: str | None):
+        """``tx`` and its ancestors: their locks never conflict with ``tx``'s."""
         return set(self.chain(tx))
 
     def _conflict(
@@ -43,6 +44,8 @@ class CypressLocks:
         child_key: str | None,
         attribute_key: str | None,
     ):
+        """The lock that keeps ``tx`` from taking ``mode`` on ``node``, and why; or
+        ``(None, None)``."""
         mine = self.ancestors_or_self(tx) if tx else set()
         if mode in ("shared", "exclusive") and tx:
             for lock in node.locks:
@@ -135,6 +138,7 @@ class CypressLocks:
         return new
 
     def try_pending(self, node: Node) -> None:
+        """Acquire the waiting locks of ``node`` that no longer conflict, in queue order."""
         if node.pending:
             self._save(node)
         progressed = True
@@ -220,6 +224,7 @@ class CypressLocks:
             self.try_pending(node)
 
     def on_abort(self, txo: MasterTransaction) -> None:
+        """Drop the versions and locks of an aborted transaction, then retry waiting locks."""
         for node_id in list(txo.touched):
             node = self.nodes.get(node_id)
             if node is None:

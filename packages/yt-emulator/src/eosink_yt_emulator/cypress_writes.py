@@ -27,6 +27,7 @@ class CypressWrites:
     # -------------------------------------------------------------- node creation
 
     def new_node(self, node_type: str, tx: str | None):
+        """A new node, visible only in ``tx`` until ``tx`` commits."""
         node = Node(node_type, created_in=tx or None)
         self.nodes[node.id] = node
         f = self._frame()
@@ -55,6 +56,7 @@ class CypressWrites:
             parent.revision = self.state.next_revision()
 
     def unlink_child(self, parent: Node, key: Any, tx: str | None) -> None:
+        """Remove ``key`` from ``parent``'s children in ``tx`` (a shared lock on the key)."""
         self.take_lock(parent, tx, "shared", child_key=key)
         self._save(parent)
         if tx:
@@ -123,6 +125,7 @@ class CypressWrites:
                 n.dead = True
 
     def _check_removable(self, node: Node, tx: str | None) -> None:
+        """Refuse to remove a virtual map node or a table whose tablets are not unmounted."""
         if node.type in VIRTUAL_MAP_TYPES:
             # Built-in system nodes cannot be removed (nor anything containing them).
             raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))
@@ -135,6 +138,7 @@ class CypressWrites:
             )
 
     def subtree(self, node: Node, tx: str | None):
+        """``node`` and every node below it as ``tx`` sees them."""
         out = [node]
         if node.type == "map_node":
             for cid in self.view(node, tx).children.values():

@@ -37,6 +37,7 @@ from .errors import (
     YtError,
 )
 from .keys import key_of
+from .queues import QueueReads
 from .schema import check_value
 from .yson import Uint64
 
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .state import EmulatorState
 
 
-class DynamicTables:
+class DynamicTables(QueueReads):
     """Commands on dynamic tables.  Called with the state lock held."""
 
     def __init__(self, state: EmulatorState) -> None:
@@ -55,9 +56,11 @@ class DynamicTables:
 
     @property
     def config(self):
+        """The emulator's configuration (mount delay, row limit per transaction)."""
         return self.state.config
 
     def table(self, path, tx: str | None = None):
+        """The node and data of the dynamic table at ``path``; a static table fails."""
         node, _, _, text = self.state.cypress.resolve(path, tx)
         if node.dyn is None:
             raise YtError(f"Table {text} is not dynamic", 1, {"path": text})
@@ -66,6 +69,7 @@ class DynamicTables:
     # ---------------------------------------------------------------- mount/unmount
 
     def mount(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``mount_table``: tablets go ``mounting`` then ``mounted``."""
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -87,6 +91,7 @@ class DynamicTables:
         return {}
 
     def unmount(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``unmount_table``: tablets go ``unmounting`` then ``unmounted``."""
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -104,10 +109,12 @@ class DynamicTables:
         return {}
 
     def remount(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``remount_table``: settings only, the tablets stay as they are."""
         self.table(params["path"])
         return {}
 
     def freeze(self, params: dict[str, Any], freeze: bool = True) -> dict[str, Any]:
+        """``freeze_table``/``unfreeze_table`` of a tablet range."""
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -131,6 +138,8 @@ class DynamicTables:
         return {}
 
     def reshard(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``reshard_table``: a new tablet count; an ordered table's extra tablets pass their
+        rows to the last one kept."""
         node, dyn, path = self.table(params["path"])
         if dyn.any_not_unmounted():
             raise YtError(
@@ -155,6 +164,7 @@ class DynamicTables:
         return {}
 
     def trim(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``trim_rows``: drop a tablet's rows below a row index, keeping the numbering."""
         node, dyn, path = self.table(params["path"])
         if dyn.sorted:
             raise YtError(f"Cannot trim sorted table {path}", 1, {"path": path})
@@ -179,6 +189,7 @@ class DynamicTables:
     # ---------------------------------------------------------------- writes
 
     def _tablet_tx(self, tx_id: str | None):
+        """The active tablet transaction ``tx_id`` (a master one is refused, as in YT)."""
         t = self.state.txm.get_any(tx_id)
         if t.kind != "tablet":
             raise YtError(
@@ -189,6 +200,8 @@ class DynamicTables:
         return t
 
     def modify(self, params: dict[str, Any], rows: list[dict[str, Any]], op: str) -> dict[str, Any]:
+        """``insert_rows``/``delete_rows``: into the tablet transaction's buffer, or, without
+        one, in a transaction of their own committed at once."""
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         node, dyn, path = self.table(params["path"])
         update = bool(params.get("update", False))
@@ -218,6 +231,7 @@ class DynamicTables:
         op: str,
         flags: dict[str, Any],
     ) -> None:
+        """Check the rows and add them to the transaction's buffer for ``commit``."""
         limit = self.config["max_rows_per_transaction"]
         if t.row_count + len(rows) > limit:
             raise YtError(
@@ -302,85 +316,10 @@ class DynamicTables:
             dyn.last_commit_ts = commit_ts
         return commit_ts
 
-    # ---------------------------------------------------------------- queues
-
-    def ordered_table(self, path_text: Any, what: str):
-        """The ordered dynamic table at ``path_text``, or the error YT gives ``what`` there."""
-        node, _, _, text = self.state.cypress.resolve(path_text, None)
-        if node.type != "table" or node.dyn is None or node.dyn.sorted:
-            kind = "a sorted dynamic table" if node.dyn is not None else "not a dynamic table"
-            raise YtError(
-                f"{what} needs an ordered dynamic table, but {text} is {kind}",
-                1,
-                {"path": text},
-            )
-        return node.dyn, text
-
-    def pull_queue(self, params: dict[str, Any]):
-        """Rows of one tablet from ``offset`` on: at most ``max_row_count`` (YT's default 1000),
-        each with ``$tablet_index`` and ``$row_index``.  Rows below the tablet's trimmed row
-        count are gone: the answer then starts at the first row that is left (the caller sees
-        the gap in ``$row_index``).  The cost is that of the rows returned."""
-        dyn, path = self.ordered_table(params["queue_path"], "pull_queue")
-        idx = int(params.get("partition_index", 0))
-        if not 0 <= idx < len(dyn.tablets):
-            raise YtError(
-                f"Invalid tablet index for table {path}: expected in range "
-                f"[0, {len(dyn.tablets) - 1}], got {idx}",
-                NO_SUCH_TABLET,
-                {"path": path, "tablet_index": idx},
-            )
-        tablet = dyn.tablets[idx]
-        state = tablet.current()
-        if state not in ("mounted", "frozen", "freezing", "unfreezing"):
-            raise YtError(
-                f"Cannot read from table {path} since tablet {idx} is in {state!r} state",
-                TABLET_NOT_MOUNTED,
-                {"path": path, "tablet_state": state},
-            )
-        offset = int(params.get("offset", 0))
-        limit = int(params.get("max_row_count", 1000))
-        if limit <= 0 or offset < 0:
-            raise YtError(
-                f"Invalid pull_queue arguments: offset {offset}, max_row_count {limit}",
-                1,
-                {"path": path},
-            )
-        start = max(offset, tablet.trimmed) - tablet.trimmed
-        out = []
-        for i, row in enumerate(tablet.rows[start : start + limit]):
-            item = {"$tablet_index": idx, "$row_index": tablet.trimmed + start + i}
-            item.update(row)
-            out.append(item)
-        return out
-
-    def tablet_infos(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``get_tablet_infos``: per requested tablet its row counts and timestamps."""
-        node, dyn, path = self.table(params["path"])
-        out = []
-        for idx in params.get("tablet_indexes") or []:
-            idx = int(idx)
-            if not 0 <= idx < len(dyn.tablets):
-                raise YtError(
-                    f"Invalid tablet index for table {path}: got {idx}",
-                    NO_SUCH_TABLET,
-                    {"path": path, "tablet_index": idx},
-                )
-            t = dyn.tablets[idx]
-            out.append(
-                {
-                    "total_row_count": t.total,
-                    "trimmed_row_count": t.trimmed,
-                    "barrier_timestamp": Uint64(self.state.clock.next()),
-                    "last_write_timestamp": Uint64(t.last_write_ts or dyn.last_commit_ts),
-                    "tablet_state": t.current(),
-                }
-            )
-        return {"tablets": out}
-
     # ---------------------------------------------------------------- reads
 
     def read_ts(self, params: dict[str, Any]):
+        """The timestamp a read sees: its transaction's start, the request's, or the newest."""
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         if tx_id is not None:
             t = self._tablet_tx(tx_id)
@@ -391,6 +330,8 @@ class DynamicTables:
         return int(ts)
 
     def lookup(self, params: dict[str, Any], keys: list[Any]):
+        """``lookup_rows``: the rows at ``keys`` in the order asked, missing ones skipped unless
+        ``keep_missing_rows``."""
         node, dyn, path = self.table(params["path"])
         if not dyn.sorted:
             raise YtError(f"Cannot lookup rows in ordered table {path}", 1, {"path": path})

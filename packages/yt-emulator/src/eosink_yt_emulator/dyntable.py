@@ -42,12 +42,14 @@ class Tablet:
         self.last_write_ts = 0
 
     def current(self):
+        """The tablet's state, finishing a transition whose delay has passed."""
         if self.target is not None and time.time() >= self.transition_end:
             self.state = self.target
             self.target = None
         return self.state
 
     def transition(self, transient: str, final: str, delay: float) -> None:
+        """Enter ``transient`` for ``delay`` seconds, then ``final`` (at once if no delay)."""
         if delay <= 0:
             self.state, self.target = final, None
         else:
@@ -56,6 +58,7 @@ class Tablet:
 
     @property
     def total(self):
+        """Rows ever written to the tablet, trimmed ones included (the next ``$row_index``)."""
         return self.trimmed + len(self.rows)
 
 
@@ -84,6 +87,7 @@ class DynTable:
         self.last_commit_ts = 0
 
     def clone_for(self, node: Node):
+        """A copy of this table's data for ``node`` (``copy`` of a frozen or unmounted table)."""
         c = DynTable(node, self.schema, len(self.tablets), self.atomicity, self.commit_ordering)
         c.store = {k: list(v) for k, v in self.store.items()}
         c.sorted_keys = self.sorted_keys.copy()
@@ -96,9 +100,11 @@ class DynTable:
     # ---------------------------------------------------------------- tablet state
 
     def states(self) -> list[Any]:
+        """The current state of each tablet."""
         return [t.current() for t in self.tablets]
 
     def table_state(self):
+        """``@tablet_state``: the tablets' common state, ``transient`` or ``mixed``."""
         states = self.states()
         if any(s in TRANSIENT for s in states):
             return "transient"
@@ -107,9 +113,11 @@ class DynTable:
         return "mixed"
 
     def any_not_unmounted(self):
+        """Whether some tablet is not unmounted (then the schema cannot change)."""
         return any(s != "unmounted" for s in self.states())
 
     def tablets_attr(self):
+        """``@tablets``: one map per tablet, as YT lists them."""
         out = []
         for t in self.tablets:
             item = {
@@ -125,6 +133,7 @@ class DynTable:
         return out
 
     def tablet_range(self, first: int, last: int):
+        """Tablet indexes of a ``first_tablet_index``/``last_tablet_index`` request."""
         n = len(self.tablets)
         first = 0 if first is None else int(first)
         last = n - 1 if last is None else int(last)
@@ -136,6 +145,7 @@ class DynTable:
         return self.tablets[first : last + 1]
 
     def require_readable(self, path) -> None:
+        """Fail as YT does if some tablet cannot serve reads."""
         for t in self.tablets:
             s = t.current()
             if s not in ("mounted", "frozen", "freezing", "unfreezing"):
@@ -146,6 +156,7 @@ class DynTable:
                 )
 
     def require_writable(self, path, tablets=None) -> None:
+        """Fail as YT does if some of ``tablets`` cannot take writes."""
         for t in tablets if tablets is not None else self.tablets:
             s = t.current()
             if s != "mounted":
@@ -164,6 +175,7 @@ class DynTable:
     # ---------------------------------------------------------------- sorted reads
 
     def latest(self, skey: tuple, ts: int):
+        """The row at ``skey`` as of timestamp ``ts`` (``None`` if absent or deleted)."""
         versions = self.store.get(skey)
         if not versions:
             return None
@@ -176,12 +188,14 @@ class DynTable:
         return None
 
     def scan(self, ts: int) -> Iterator[Any]:
+        """The table's rows as of timestamp ``ts``, in key order."""
         for skey in self.sorted_keys:
             row = self.latest(skey, ts)
             if row is not None:
                 yield row
 
     def ordered_rows(self) -> Iterator[Any]:
+        """An ordered table's rows with ``$tablet_index`` and ``$row_index``."""
         for t in self.tablets:
             for i, row in enumerate(t.rows):
                 out = {"$tablet_index": t.index, "$row_index": t.trimmed + i}
@@ -296,6 +310,7 @@ class DynTable:
     def apply_sorted(
         self, op: str, row: dict[str, Any], flags: dict[str, Any], commit_ts: int, horizon: int
     ) -> None:
+        """Write one committed row version at ``commit_ts``; versions older than ``horizon`` go."""
         skey = key_of(row, self.key_columns)
         versions = self.store.get(skey)
         prev = versions[-1][1] if versions else None
@@ -340,11 +355,13 @@ class DynTable:
                 del versions[:keep_from]
 
     def last_write_ts(self, row: dict[str, Any]):
+        """The commit timestamp of the newest version at the row's key (for conflict checks)."""
         versions = self.store.get(key_of(row, self.key_columns))
         return versions[-1][0] if versions else 0
 
 
 def _aggregate(fn: str, old: Any, new: Any):
+    """Combine an aggregate column's old and new values (``sum``, ``min``, ``max``, ``first``)."""
     if old is None:
         return new
     if new is None:

@@ -73,6 +73,7 @@ class FaultRule:
         self.fired = 0
 
     def matches(self, command: str, params: dict[str, Any]):
+        """Whether the rule applies to a call of ``command`` with ``params`` at ``when``."""
         names = (self.command,) if isinstance(self.command, str) else tuple(self.command)
         if command not in names and "*" not in names:
             return False
@@ -200,6 +201,7 @@ class Faults:
             self._rules = []
 
     def pending(self) -> list[Any]:
+        """The rules not yet applied."""
         with self._lock:
             return [r.describe() for r in self._rules if r.times is None or r.times > 0]
 
@@ -239,6 +241,7 @@ class RequestLog(list):
             self.append(entry)
 
     def commands(self) -> list[Any]:
+        """The logged calls' command names, in order (for tests that check what a client sent)."""
         return [e["command"] for e in list(self)]
 
     def of(self, command: str) -> list[Any]:

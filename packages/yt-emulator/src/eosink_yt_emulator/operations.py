@@ -44,6 +44,7 @@ class Operation:
         self.authenticated_user = "root"
 
     def attributes(self):
+        """The operation's attributes as ``get_operation`` returns them."""
         attrs = {
             "id": self.id,
             "type": self.type,
@@ -86,6 +87,7 @@ class Operation:
 
 
 def _paths(value: Any):
+    """The table paths of an operation spec's ``input_table_paths`` (or one path)."""
     value = unwrap(value)[0]
     if isinstance(value, list):
         return value
@@ -98,6 +100,7 @@ class Operations:
         self.ops = {}
 
     def start(self, params: dict[str, Any]):
+        """``start_operation``: the operation runs at once, finished when the call returns."""
         op_type = params.get("operation_type") or params.get("type")
         spec = unwrap(params.get("spec") or {})[0]
         user_tx = self.state.txm.normalize(params.get("transaction_id"))
@@ -154,18 +157,21 @@ class Operations:
         return op
 
     def get(self, op_id: str):
+        """The operation ``op_id``, or the error YT returns for an unknown one."""
         op = self.ops.get(op_id)
         if op is None:
             raise YtError(f"No such operation {op_id}", NO_SUCH_OPERATION, {"operation_id": op_id})
         return op
 
     def abort(self, op_id: str) -> dict[str, Any]:
+        """``abort_operation``: a finished operation stays as it ended."""
         op = self.get(op_id)
         if op.state not in ("completed", "failed", "aborted"):
             op.state = "aborted"
         return {}
 
     def on_transaction_finished(self, tx_id: str | None, committed) -> None:
+        """Operations run at once, so the end of their transaction leaves nothing to do."""
         pass
 
     # ---------------------------------------------------------------- helpers
@@ -201,6 +207,7 @@ class Operations:
         unique: bool = False,
         chunks: list[Any] | None = None,
     ) -> None:
+        """Write an operation's output rows, with the schema its spec asks for."""
         node, text = self.state.tables.require_table(path, tx)
         attrs = unwrap(path)[1]
         append = bool(attrs.get("append", False))
@@ -231,6 +238,7 @@ class Operations:
     # ---------------------------------------------------------------- sort
 
     def _sort(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+        """A ``sort`` operation."""
         sort_by = [unwrap(c)[0] for c in _paths(spec.get("sort_by"))]
         sort_by = [c["name"] if isinstance(c, dict) else c for c in sort_by]
         if not sort_by:
@@ -250,6 +258,7 @@ class Operations:
     # ---------------------------------------------------------------- merge
 
     def _merge(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+        """A ``merge`` operation."""
         mode = spec.get("mode", "unordered")
         inputs = self._input(spec.get("input_table_paths"), tx)
         combine = bool(spec.get("combine_chunks", False))
@@ -301,6 +310,7 @@ class Operations:
         self._output(output, tx, rows, inferred, chunks=chunks)
 
     def _erase(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+        """An ``erase`` operation."""
         path = spec.get("table_path")
         node, text = self.state.tables.require_table(path, tx)
         attrs = unwrap(path)[1]

@@ -138,7 +138,9 @@ def _parse_type_v3(t):
 
 
 class Schema:
-    def __init__(self, columns: list[Column], strict: bool = True, unique_keys: bool = False) -> None:
+    def __init__(
+        self, columns: list[Column], strict: bool = True, unique_keys: bool = False
+    ) -> None:
         self.columns = columns
         self.strict = strict
         self.unique_keys = unique_keys
@@ -380,9 +382,7 @@ def _parse_column(raw: Any, seen: set[str]) -> Column:
         raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
     sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
     if sort_order not in (None, "ascending", "descending"):
-        raise YtError(
-            f"Invalid sort_order {sort_order!r} of column {name!r}", SCHEMA_VIOLATION
-        )
+        raise YtError(f"Invalid sort_order {sort_order!r} of column {name!r}", SCHEMA_VIOLATION)
     aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
     if aggregate is not None and aggregate not in AGGREGATES:
         raise YtError(f"Unknown aggregate function {aggregate!r}", SCHEMA_VIOLATION)

@@ -44,6 +44,7 @@ def fast_retry_config() -> dict[str, Any]:
 
 
 def _deep_update(dst, src):
+    """Merge ``src`` into ``dst`` key by key, so an override keeps the defaults beside it."""
     for k, v in src.items():
         if isinstance(v, dict) and isinstance(dst.get(k), dict):
             _deep_update(dst[k], v)
@@ -83,6 +84,7 @@ class _ClientFactory:
 
     @property
     def url(self):
+        """The emulator's base URL, ``http://host:port``."""
         return "http://" + self.proxy
 
     def client_config(self, fast_retries: bool = True, **overrides):
@@ -197,6 +199,7 @@ class YtEmulator(_ClientFactory):
 
 
 def _jsonable(entry: dict[str, Any]):
+    """A request-log entry as JSON, for the control endpoint of a separate emulator process."""
     out = {}
     for k, v in entry.items():
         try:
@@ -214,6 +217,7 @@ class RemoteFaults:
         self.url = url
 
     def _post(self, action: str, **args):
+        """Send one fault action to the process's control endpoint; its JSON reply."""
         data = json.dumps({"action": action, "args": args}).encode("utf-8")
         req = urllib.request.Request(
             self.url + "/_emulator/faults",
@@ -274,6 +278,7 @@ class RemoteFaults:
         return self._post("delay", command=command, seconds=seconds, times=times, match=match)
 
     def expire_transaction(self, tx_id: str | None):
+        """Abort ``tx_id`` in the emulator as if its timeout had passed."""
         return self._post("expire_transaction", tx_id=tx_id)
 
     def on_next(
@@ -290,9 +295,11 @@ class RemoteFaults:
         )
 
     def clear(self):
+        """Drop every fault rule not yet applied."""
         return self._post("clear")
 
     def pending(self):
+        """The fault rules not yet applied (for a test's check that its faults fired)."""
         with urllib.request.urlopen(self.url + "/_emulator/faults", timeout=10) as r:
             return json.loads(r.read().decode("utf-8"))
 

@@ -31,11 +31,13 @@ DEFAULT_CONFIG = {
 
 
 def load_descriptors() -> dict[str, Any]:
+    """The API v4 command descriptors the real driver publishes (``commands_v4.json``)."""
     text = resources.files(__package__).joinpath("commands_v4.json").read_text("utf-8")
     return {d["name"]: d for d in json.loads(text)}
 
 
 def descriptor_list():
+    """The descriptors as ``GET /api/v4`` lists them."""
     text = resources.files(__package__).joinpath("commands_v4.json").read_text("utf-8")
     return json.loads(text)
 
@@ -67,6 +69,7 @@ class ResponseKeeper:
             return None
 
     def end(self, mutation_id: str, response) -> None:
+        """Store the response of a mutation, or forget the mutation if it produced none."""
         with self.cond:
             self.pending.pop(mutation_id, None)
             if response is not None:
@@ -97,5 +100,6 @@ class EmulatorState:
         self.keeper = ResponseKeeper(self.config["response_keeper_size"])
 
     def next_revision(self):
+        """A new revision number for a changed node."""
         self._revision += 1
         return self._revision

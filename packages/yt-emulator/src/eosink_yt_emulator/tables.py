@@ -33,12 +33,14 @@ if TYPE_CHECKING:
     from .state import EmulatorState
 
 
-def table_schema(state: EmulatorState) -> Schema:
+def table_schema(state: NodeState) -> Schema:
+    """The schema attribute of a static table's state (a weak empty one if unset)."""
     s = state.attrs.get("schema")
     return s if isinstance(s, Schema) else Schema.empty_weak()
 
 
 def row_count(state: NodeState) -> int:
+    """Rows of a static table's state, counted from its chunks without reading them."""
     return sum(len(c) for c in state.chunks)
 
 
@@ -108,6 +110,7 @@ def last_row(chunks: list[Any]):
 
 
 def path_attrs(path):
+    """The attributes of a rich YPath (``append``, ``sorted_by``, ranges, ...)."""
     return unwrap(path)[1]
 
 
@@ -117,9 +120,11 @@ class StaticTables:
 
     @property
     def cypress(self):
+        """The emulator's Cypress."""
         return self.state.cypress
 
     def require_table(self, path, tx: str | None):
+        """The table at ``path``; another node type fails."""
         node, _, _, text = self.cypress.resolve(path, tx)
         if node.type != "table":
             raise YtError(f"Node {text} is not a table (type {node.type!r})", 1, {"path": text})
@@ -130,6 +135,7 @@ class StaticTables:
     def write(
         self, params: dict[str, Any], rows: list[dict[str, Any]], tx: str | None
     ) -> dict[str, Any]:
+        """``write_table``: replace or append rows, checking schema and sort order."""
         path = params["path"]
         node, text = self.require_table(path, tx)
         attrs = path_attrs(path)
@@ -227,6 +233,7 @@ class StaticTables:
     # ---------------------------------------------------------------- read
 
     def read(self, params: dict[str, Any], tx: str | None):
+        """``read_table``: the rows of the ranges asked, and the response parameters."""
         path = params["path"]
         node, text = self.require_table(path, tx)
         attrs = path_attrs(path)
@@ -274,6 +281,7 @@ class StaticTables:
         return out, response_params
 
     def _dynamic_rows(self, node: Node, params: dict[str, Any], text: str):
+        """The rows of a dynamic table read by ``read_table`` (as of the newest timestamp)."""
         dyn = node.dyn
         ts = self.state.dynamic.read_ts({"timestamp": unwrap(params["path"])[1].get("timestamp")})
         if dyn.sorted:
@@ -283,6 +291,7 @@ class StaticTables:
     def _range_bounds(
         self, rng: dict[str, Any], rows: Sequence[dict[str, Any]], schema: Schema, text: str
     ):
+        """Row indexes ``[lo, hi)`` of one range of a read."""
         n = len(rows)
         rng = unwrap(rng)[0] or {}
         if "exact" in rng:
@@ -310,6 +319,7 @@ class StaticTables:
         text: str,
         upper,
     ):
+        """The row index of one limit (row index or key) of a range."""
         limit = unwrap(limit)[0]
         n = len(rows)
         result_lo, result_hi = 0, n
@@ -339,6 +349,7 @@ class StaticTables:
     def _key_bound(
         self, key: Any, rows: Sequence[dict[str, Any]], schema: Schema, text: str, upper
     ):
+        """The first row index at or past ``key`` in sorted ``rows``."""
         if not schema.sorted:
             raise YtError(f"Cannot use key limits on unsorted table {text}", 1, {"path": text})
         key = [None if isinstance(k, Entity) else k for k in unwrap(key)[0]]
@@ -359,6 +370,7 @@ class StaticTables:
     # ---------------------------------------------------------------- concatenate
 
     def concatenate(self, params: dict[str, Any], tx: str | None) -> dict[str, Any]:
+        """``concatenate``: the source tables' rows, in order, into the destination."""
         dst = params["destination_path"]
         dst_node, dst_text = self.require_table(dst, tx)
         append = bool(path_attrs(dst).get("append", False))

@@ -144,6 +144,7 @@ class TabletTransaction:
 
 
 def _is_null(tx: str | None):
+    """Whether a transaction id parameter means no transaction (absent, null or the null GUID)."""
     return tx is None or tx == "" or tx == NULL_ID
 
 
@@ -158,15 +159,18 @@ class TransactionManager:
     # ---------------------------------------------------------------- lookup
 
     def normalize(self, tx: str | None):
+        """A transaction id parameter as a string, ``None`` for no transaction."""
         if _is_null(tx):
             return None
         return str(tx)
 
     def find_master(self, tx: str | None):
+        """The master transaction ``tx``, if it is one (else ``None``, without failing)."""
         t = self.txs.get(tx)
         return t if t is not None and t.kind == "master" else None
 
     def get_master(self, tx: str | None) -> MasterTransaction:
+        """The active master transaction ``tx``; any other id fails as in YT."""
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
@@ -177,6 +181,7 @@ class TransactionManager:
         return t
 
     def get_any(self, tx: str | None):
+        """The active transaction ``tx``, master or tablet."""
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
@@ -199,6 +204,8 @@ class TransactionManager:
     # ---------------------------------------------------------------- lifecycle
 
     def start(self, params: dict[str, Any]):
+        """``start_transaction``: a master transaction (nested under ``transaction_id``) or a tablet
+        one."""
         tx_type = params.get("type", "master")
         parent = self.normalize(params.get("transaction_id"))
         timeout = params.get("timeout")
@@ -246,6 +253,7 @@ class TransactionManager:
         return t
 
     def ping(self, tx: str | None, ping_ancestors: bool = False) -> None:
+        """Renew a transaction's lease (and its ancestors' if asked)."""
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for ping", 1)
@@ -260,6 +268,8 @@ class TransactionManager:
                 cur = p.parent
 
     def commit(self, tx: str | None) -> None:
+        """Commit a transaction: its Cypress versions merge into its parent, its rows are
+        written."""
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for commit", 1)
@@ -286,6 +296,7 @@ class TransactionManager:
         self._finish(t, "committed")
 
     def abort(self, tx: str | None, reason: str = "aborted") -> None:
+        """Abort a transaction and, first, its nested transactions."""
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for abort", 1)
@@ -293,6 +304,7 @@ class TransactionManager:
         self._abort(t, reason)
 
     def _abort(self, t, reason: str) -> None:
+        """Abort ``t`` and its descendants (also for an expired lease)."""
         for c in list(t.children):
             ct = self.txs.get(c)
             if ct is not None and ct.state == "active":
@@ -303,6 +315,7 @@ class TransactionManager:
         self._finish(t, reason)
 
     def _finish(self, t, how) -> None:
+        """Mark ``t`` finished and drop it from its parent's nested transactions."""
         t.state = how
         self.txs.pop(t.id, None)
         if t.parent is not None and t.parent in self.txs:
@@ -319,6 +332,8 @@ class TransactionManager:
         self._abort(t, "expired")
 
     def reap(self) -> None:
+        """Abort the transactions whose lease ran out (before each command, as a lease thread
+        would)."""
         now = time.time()
         for t in list(self.txs.values()):
             if t.state == "active" and t.id in self.txs and t.expired(now):
@@ -326,4 +341,5 @@ class TransactionManager:
                 self._abort(t, "expired")
 
     def active_ids(self):
+        """The ids of the active transactions (for tests that check nothing leaked)."""
         return sorted(self.txs)
