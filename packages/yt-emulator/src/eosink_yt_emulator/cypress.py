@@ -26,7 +26,7 @@ The tree's objects are in ``nodes.py``, YPath parsing in ``ypath.py``; ``Cypress
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .cypress_locks import CypressLocks
 from .cypress_writes import CypressWrites
@@ -91,7 +91,7 @@ class Cypress(CypressLocks, CypressWrites):
         for key, node_type in VIRTUAL_MAPS:
             self._bootstrap_child(sys_node, key, node_type)
 
-    def _bootstrap_child(self, parent: Node, key: Any, node_type: str = "map_node"):
+    def _bootstrap_child(self, parent: Node, key: str, node_type: str = "map_node"):
         """Make a child of the initial tree (``//tmp``, ``//sys``, ...), in the trunk, outside any
         journal."""
         n = Node(node_type)

@@ -39,7 +39,7 @@ class CypressWrites:
             self.take_lock(node, tx, "exclusive")
         return node
 
-    def link_child(self, parent: Node, key: Any, child: Node, tx: str | None) -> None:
+    def link_child(self, parent: Node, key: str, child: Node, tx: str | None) -> None:
         """Attach ``child`` under ``parent``/``key`` (shared child_key lock on parent)."""
         self.take_lock(parent, tx, "shared", child_key=key)
         self._save(parent)
@@ -55,7 +55,7 @@ class CypressWrites:
             )
             parent.revision = self.state.next_revision()
 
-    def unlink_child(self, parent: Node, key: Any, tx: str | None) -> None:
+    def unlink_child(self, parent: Node, key: str, tx: str | None) -> None:
         """Remove ``key`` from ``parent``'s children in ``tx`` (a shared lock on the key)."""
         self.take_lock(parent, tx, "shared", child_key=key)
         self._save(parent)

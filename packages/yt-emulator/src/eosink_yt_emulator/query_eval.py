@@ -149,7 +149,8 @@ def agg_key(e):
     return "\0agg:" + repr(e)
 
 
-def _collect_aggs(e, out: bytearray) -> None:
+def _collect_aggs(e: Any, out: list[tuple]) -> None:
+    """Append the aggregate calls found in expression ``e`` to ``out``."""
     if isinstance(e, tuple):
         if e and e[0] == "agg":
             out.append(e)

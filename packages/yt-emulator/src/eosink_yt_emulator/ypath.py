@@ -8,7 +8,7 @@ from .errors import RESOLVE_ERROR, YtError
 from .yson import unwrap
 
 
-def parse_ypath(path):
+def parse_ypath(path: Any) -> tuple[str, list[str], list[str] | None]:
     """Split a YPath into (root, keys, attribute_path).
 
     ``root`` is ``"/"`` or ``"#<id>"``; ``keys`` are child keys; ``attribute_path``
@@ -72,5 +72,6 @@ def parse_ypath(path):
     return root, keys, attr_path
 
 
-def escape_key(key: Any):
+def escape_key(key: str) -> str:
+    """A child key as it must be written in a YPath."""
     return key.replace("\\", "\\\\").replace("/", "\\/").replace("@", "\\@").replace("&", "\\&")
