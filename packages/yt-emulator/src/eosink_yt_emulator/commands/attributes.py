@@ -3,6 +3,17 @@
 What ``get``/``list``/``exists`` show of a node: its system attributes (computed from
 the live state, as YT computes them), its user attributes, its value; objects named by
 ``#id`` (transactions, locks, operations) and the virtual maps ``//sys/transactions``.
+
+``//sys/transactions`` lists every active master transaction, nested ones included,
+``//sys/topmost_transactions`` those without a parent ("A list of all system transactions can
+be found in Cypress at //sys/transactions ... topmost transactions is available at
+//sys/topmost_transactions", https://ytsaurus.tech/docs/en/user-guide/storage/transactions).
+Tablet transactions are not master objects (https://ytsaurus.tech/docs/en/user-guide/
+dynamic-tables/transactions: "Transactions are divided into master transactions and tablet
+transactions") and are not listed. Keys are transaction ids; an item is the transaction
+object, the same as ``#<id>``: its value is an entity, its attributes are the transaction's.
+Committed, aborted and expired transactions disappear at once (expired ones are reaped before
+every command).
 """
 
 from __future__ import annotations
