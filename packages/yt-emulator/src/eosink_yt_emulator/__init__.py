@@ -16,7 +16,7 @@ behaviours with the YTsaurus documentation they follow.
 
 from .errors import YtError
 from .faults import Faults, RequestLog
-from .server import YtEmulator, EmulatorProcess, RemoteFaults, client_config, fast_retry_config
+from .server import EmulatorProcess, RemoteFaults, YtEmulator, client_config, fast_retry_config
 
 __all__ = [
     "YtEmulator",

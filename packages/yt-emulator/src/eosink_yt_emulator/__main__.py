@@ -10,7 +10,7 @@ import threading
 from .server import YtEmulator
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eosink_yt_emulator",
         description="In-memory emulator of the YTsaurus HTTP proxy (API v4).",
@@ -33,12 +33,12 @@ def main(argv=None):
     ).start()
     stop = threading.Event()
 
-    def _stop(*_):
+    def _stop(*_) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    print("listening on %s" % emu.url, flush=True)
+    print(f"listening on {emu.url}", flush=True)
     try:
         while not stop.wait(0.5):
             pass

@@ -12,6 +12,7 @@ import datetime
 import itertools
 import random
 import threading
+from typing import Any
 
 # EObjectType values used by the emulator.
 TYPE_TRANSACTION = 1
@@ -63,7 +64,7 @@ def new_id(type_code: int) -> str:
     with _counter_lock:
         n = next(_counter)
         h = _rng.getrandbits(32)
-    return "%x-%x-%x-%x" % (n, _rng.getrandbits(16), (CELL_TAG << 16) | type_code, h)
+    return f"{n:x}-{_rng.getrandbits(16):x}-{(CELL_TAG << 16) | type_code:x}-{h:x}"
 
 
 def id_type(object_id: str) -> int:
@@ -84,7 +85,7 @@ def now_iso(ts: float | None = None) -> str:
 class Clock:
     """Monotonic YT-style timestamps for dynamic tables (start/commit ts)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._last = 0
         self._lock = threading.Lock()
 
@@ -100,7 +101,7 @@ class Clock:
             return ts
 
 
-def to_bool(v) -> bool:
+def to_bool(v: Any) -> bool:
     if isinstance(v, str):
         return v.lower() in ("true", "%true", "1", "yes")
     return bool(v)

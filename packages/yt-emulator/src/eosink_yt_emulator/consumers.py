@@ -13,15 +13,20 @@ Called with the state lock held.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import RESOLVE_ERROR, YtError
 from .yson import ENTITY, Attributed, Uint64, unwrap
+
+if TYPE_CHECKING:
+    from .state import EmulatorState
 
 CLUSTER = "primary"
 CONSUMER_OFFSET_CONFLICT = 3100
 AUTHORIZATION_ERROR = 901
 
 
-def _path(value) -> str:
+def _path(value: Any) -> str:
     """A queue or consumer path as text, without a ``<cluster>:`` prefix of this cluster."""
     text = str(unwrap(value)[0])
     if text.startswith(CLUSTER + ":"):
@@ -30,21 +35,21 @@ def _path(value) -> str:
 
 
 class QueueConsumers:
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         #: (queue path, consumer path) -> {"vital": bool, "partitions": list | None}
         self.registrations: dict[tuple[str, str], dict] = {}
 
-    def _existing(self, value, what: str) -> str:
+    def _existing(self, value: Any, what: str) -> str:
+        """The registration of ``consumer`` for ``queue``, or a resolve error."""
         path = _path(value)
         _, rest, _, text = self.state.cypress.resolve(path, None, missing_ok=True)
         if rest:
-            raise YtError(
-                "Failed to resolve %s path %s" % (what, path), RESOLVE_ERROR, {"path": path}
-            )
+            raise YtError(f"Failed to resolve {what} path {path}", RESOLVE_ERROR, {"path": path})
         return text
 
-    def register(self, params):
+    def register(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``register_queue_consumer``."""
         queue = self._existing(params["queue_path"], "queue")
         consumer = self._existing(params["consumer_path"], "consumer")
         self.registrations[(queue, consumer)] = {
@@ -53,15 +58,15 @@ class QueueConsumers:
         }
         return {}
 
-    def unregister(self, params):
+    def unregister(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``unregister_queue_consumer``."""
         key = (_path(params["queue_path"]), _path(params["consumer_path"]))
         if self.registrations.pop(key, None) is None:
-            raise YtError(
-                "Consumer %s is not registered for queue %s" % (key[1], key[0]), RESOLVE_ERROR
-            )
+            raise YtError(f"Consumer {key[1]} is not registered for queue {key[0]}", RESOLVE_ERROR)
         return {}
 
-    def list(self, params):
+    def list(self, params: dict[str, Any]) -> list[Any]:
+        """``list_queue_consumer_registrations``, optionally of one queue or consumer."""
         queue = _path(params["queue_path"]) if params.get("queue_path") else None
         consumer = _path(params["consumer_path"]) if params.get("consumer_path") else None
         return [
@@ -75,7 +80,8 @@ class QueueConsumers:
             if queue in (None, q) and consumer in (None, c)
         ]
 
-    def advance(self, params):
+    def advance(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``advance_queue_consumer``: move a partition's offset, checking the old one if given."""
         consumer = _path(params["consumer_path"])
         queue = _path(params["queue_path"])
         if not params.get("client_side", True):
@@ -92,8 +98,9 @@ class QueueConsumers:
             current = int(found[0]["offset"]) if found and found[0].get("offset") is not None else 0
             if current != int(old):
                 raise YtError(
-                    "Offset conflict at partition %s of consumer %s: expected offset %d, found "
-                    "offset %d" % (key["partition_index"], consumer, int(old), current),
+                    f"Offset conflict at partition {key['partition_index']} of consumer "
+                    f"{consumer}: "
+                    f"expected offset {int(old)}, found offset {int(current)}",
                     CONSUMER_OFFSET_CONFLICT,
                     {"expected_offset": int(old), "current_offset": current},
                 )
@@ -102,12 +109,13 @@ class QueueConsumers:
         dynamic.modify({"path": consumer, **tx}, [row], "insert")
         return {}
 
-    def pull(self, params):
+    def pull(self, params: dict[str, Any]):
+        """``pull_consumer``: rows of a queue partition from an offset."""
         queue = _path(params["queue_path"])
         consumer = _path(params["consumer_path"])
         if (queue, consumer) not in self.registrations:
             raise YtError(
-                "Consumer %s is not registered for queue %s" % (consumer, queue),
+                f"Consumer {consumer} is not registered for queue {queue}",
                 AUTHORIZATION_ERROR,
             )
         offset = params.get("offset")

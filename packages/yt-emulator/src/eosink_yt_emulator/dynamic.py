@@ -18,365 +18,58 @@ Behaviour follows:
 
 from __future__ import annotations
 
-import bisect
 import random
-import time
+from typing import TYPE_CHECKING, Any
 
+from .dyntable import (
+    ASYNC_LAST_COMMITTED,
+    MAX_TS,
+    SYNC_LAST_COMMITTED,
+    TRANSIENT,
+    Tablet,
+)
 from .errors import (
-    YtError,
-    TABLET_NOT_MOUNTED,
-    TABLET_TRANSACTION_LOCK_CONFLICT,
-    SCHEMA_VIOLATION,
     INVALID_TABLET_STATE,
     NO_SUCH_TABLET,
+    SCHEMA_VIOLATION,
+    TABLET_NOT_MOUNTED,
+    TABLET_TRANSACTION_LOCK_CONFLICT,
+    YtError,
 )
-from .schema import Schema, key_of, check_value
-from .yson import Uint64, Entity
+from .keys import key_of
+from .queues import QueueReads
+from .schema import check_value
+from .yson import Uint64
 
-TRANSIENT = {"mounting", "unmounting", "freezing", "unfreezing"}
-SYNC_LAST_COMMITTED = 0x3FFFFFFFFFFFFF01
-ASYNC_LAST_COMMITTED = 0x3FFFFFFFFFFFFF04
-MAX_TS = 0x3FFFFFFFFFFFFF00
-
-
-class Tablet:
-    def __init__(self, index):
-        self.index = index
-        self.state = "unmounted"
-        self.target = None
-        self.transition_end = 0.0
-        # ordered tables
-        self.rows = []  # list of dicts (data columns + "$timestamp")
-        self.trimmed = 0
-        self.last_write_ts = 0
-
-    def current(self):
-        if self.target is not None and time.time() >= self.transition_end:
-            self.state = self.target
-            self.target = None
-        return self.state
-
-    def transition(self, transient, final, delay):
-        if delay <= 0:
-            self.state, self.target = final, None
-        else:
-            self.state, self.target = transient, final
-            self.transition_end = time.time() + delay
-
-    @property
-    def total(self):
-        return self.trimmed + len(self.rows)
+if TYPE_CHECKING:
+    from .dyntable import DynTable
+    from .nodes import Node
+    from .state import EmulatorState
 
 
-class DynTable:
-    """Non-transactional data of a dynamic table (stores live outside master transactions)."""
-
-    def __init__(
-        self, node, schema: Schema, tablet_count=1, atomicity="full", commit_ordering="weak"
-    ):
-        self.node = node
-        self.schema = schema
-        self.sorted = schema.sorted
-        self.key_columns = list(schema.key_columns)
-        self.atomicity = atomicity
-        self.commit_ordering = commit_ordering
-        self.tablets = [Tablet(i) for i in range(max(1, int(tablet_count)))]
-        # sorted tables: key -> list of (commit_ts, row or None) in ts order
-        self.store = {}
-        self.sorted_keys = []  # sorted list of keys (sort tuples)
-        self.key_values = {}  # sort tuple -> original key values
-        self.last_commit_ts = 0
-
-    def clone_for(self, node):
-        c = DynTable(node, self.schema, len(self.tablets), self.atomicity, self.commit_ordering)
-        c.store = {k: list(v) for k, v in self.store.items()}
-        c.sorted_keys = list(self.sorted_keys)
-        c.key_values = dict(self.key_values)
-        for t, src in zip(c.tablets, self.tablets):
-            t.rows = list(src.rows)
-            t.trimmed = src.trimmed
-        return c
-
-    # ---------------------------------------------------------------- tablet state
-
-    def states(self):
-        return [t.current() for t in self.tablets]
-
-    def table_state(self):
-        states = self.states()
-        if any(s in TRANSIENT for s in states):
-            return "transient"
-        if len(set(states)) == 1:
-            return states[0]
-        return "mixed"
-
-    def any_not_unmounted(self):
-        return any(s != "unmounted" for s in self.states())
-
-    def tablets_attr(self):
-        out = []
-        for t in self.tablets:
-            item = {
-                "index": t.index,
-                "tablet_id": "%s-t%d" % (self.node.id, t.index),
-                "state": t.current(),
-                "cell_id": "1-1-1-1",
-            }
-            if not self.sorted:
-                item["trimmed_row_count"] = t.trimmed
-                item["flushed_row_count"] = t.total
-            out.append(item)
-        return out
-
-    def tablet_range(self, first, last):
-        n = len(self.tablets)
-        first = 0 if first is None else int(first)
-        last = n - 1 if last is None else int(last)
-        if not (0 <= first <= last < n):
-            raise YtError(
-                "Invalid tablet range [%d, %d] for a table with %d tablets" % (first, last, n),
-                NO_SUCH_TABLET,
-            )
-        return self.tablets[first : last + 1]
-
-    def require_readable(self, path):
-        for t in self.tablets:
-            s = t.current()
-            if s not in ("mounted", "frozen", "freezing", "unfreezing"):
-                raise YtError(
-                    "Cannot read from table %s since tablet %d is in %r state" % (path, t.index, s),
-                    TABLET_NOT_MOUNTED,
-                    {"path": path, "tablet_state": s},
-                )
-
-    def require_writable(self, path, tablets=None):
-        for t in tablets if tablets is not None else self.tablets:
-            s = t.current()
-            if s != "mounted":
-                code = (
-                    TABLET_NOT_MOUNTED
-                    if s in ("unmounted", "unmounting", "mounting")
-                    else INVALID_TABLET_STATE
-                )
-                raise YtError(
-                    "Cannot write into tablet %d of table %s since it is in %r state"
-                    % (t.index, path, s),
-                    code,
-                    {"path": path, "tablet_state": s},
-                )
-
-    # ---------------------------------------------------------------- sorted reads
-
-    def latest(self, skey, ts):
-        versions = self.store.get(skey)
-        if not versions:
-            return None
-        for cts, row in reversed(versions):
-            if cts <= ts:
-                if row is None:
-                    return None
-                # Columns added by alter_table read as null in older rows.
-                return {c.name: row.get(c.name) for c in self.schema.columns}
-        return None
-
-    def scan(self, ts):
-        for skey in self.sorted_keys:
-            row = self.latest(skey, ts)
-            if row is not None:
-                yield row
-
-    def ordered_rows(self):
-        for t in self.tablets:
-            for i, row in enumerate(t.rows):
-                out = {"$tablet_index": t.index, "$row_index": t.trimmed + i}
-                out.update(row)
-                yield out
-
-    # ---------------------------------------------------------------- writes
-
-    def normalize_write(self, row, op, path, update=False):
-        """Validate one row of insert/delete and return the normalized row."""
-        if not isinstance(row, dict):
-            raise YtError("Invalid row: expected a map", SCHEMA_VIOLATION, {"path": path})
-        row = {k: (None if isinstance(v, Entity) else v) for k, v in row.items()}
-        if self.sorted:
-            for k in self.key_columns:
-                if k not in row:
-                    raise YtError(
-                        "Missing key column %r in row" % k,
-                        SCHEMA_VIOLATION,
-                        {"path": path, "column": k},
-                    )
-            if op == "delete":
-                [k for k in row if k not in self.key_columns]
-                row = {k: row[k] for k in self.key_columns}
-            out = {}
-            for k, v in row.items():
-                col = self.schema.by_name.get(k)
-                if col is None:
-                    raise YtError(
-                        "Column %r does not belong to the schema of table %s" % (k, path),
-                        SCHEMA_VIOLATION,
-                        {"path": path, "column": k},
-                    )
-                if col.expression:
-                    raise YtError(
-                        "Computed column %r cannot be written" % k, SCHEMA_VIOLATION, {"path": path}
-                    )
-                out[k] = check_value(v, col, path)
-            if op == "insert" and not update:
-                for col in self.schema.columns:
-                    if col.required and out.get(col.name) is None and not col.sort_order:
-                        raise YtError(
-                            "Required column %r cannot have null value" % col.name,
-                            SCHEMA_VIOLATION,
-                            {"path": path, "column": col.name},
-                        )
-            if op == "insert" and update:
-                for col in self.schema.columns:
-                    if col.required and col.name in out and out[col.name] is None:
-                        raise YtError(
-                            "Required column %r cannot have null value" % col.name,
-                            SCHEMA_VIOLATION,
-                            {"path": path, "column": col.name},
-                        )
-            for k in self.key_columns:
-                col = self.schema.by_name[k]
-                if col.required and out.get(k) is None:
-                    raise YtError(
-                        "Required key column %r cannot be null" % k,
-                        SCHEMA_VIOLATION,
-                        {"path": path},
-                    )
-            return out
-        # ordered
-        if op == "delete":
-            raise YtError("Cannot delete rows from ordered table %s" % path, 1, {"path": path})
-        out = {}
-        for k, v in row.items():
-            if k == "$tablet_index":
-                if v is None:
-                    continue
-                if (
-                    isinstance(v, bool)
-                    or not isinstance(v, int)
-                    or not 0 <= int(v) < len(self.tablets)
-                ):
-                    raise YtError(
-                        "Invalid $tablet_index %r for table %s with %d tablets"
-                        % (v, path, len(self.tablets)),
-                        SCHEMA_VIOLATION,
-                        {"path": path},
-                    )
-                out[k] = int(v)
-                continue
-            if k in ("$row_index", "$timestamp", "$cumulative_data_weight"):
-                raise YtError(
-                    "System column %r cannot be written" % k, SCHEMA_VIOLATION, {"path": path}
-                )
-            col = self.schema.by_name.get(k)
-            if col is None:
-                raise YtError(
-                    "Column %r does not belong to the schema of table %s" % (k, path),
-                    SCHEMA_VIOLATION,
-                    {"path": path, "column": k},
-                )
-            out[k] = check_value(v, col, path)
-        for col in self.schema.columns:
-            if col.required and out.get(col.name) is None:
-                raise YtError(
-                    "Required column %r cannot have null value" % col.name,
-                    SCHEMA_VIOLATION,
-                    {"path": path, "column": col.name},
-                )
-        return out
-
-    def apply_sorted(self, op, row, flags, commit_ts, horizon):
-        skey = key_of(row, self.key_columns)
-        versions = self.store.get(skey)
-        prev = versions[-1][1] if versions else None
-        if op == "delete":
-            new = None
-        else:
-            if flags.get("update") or flags.get("aggregate"):
-                new = (
-                    dict(prev) if prev is not None else {c.name: None for c in self.schema.columns}
-                )
-            else:
-                new = {c.name: None for c in self.schema.columns}
-            for k, v in row.items():
-                col = self.schema.by_name[k]
-                if flags.get("aggregate") and col.aggregate and prev is not None:
-                    new[k] = _aggregate(col.aggregate, prev.get(k), v)
-                else:
-                    new[k] = v
-            if not (flags.get("update") or flags.get("aggregate")):
-                for c in self.schema.columns:
-                    new.setdefault(c.name, None)
-            for c in self.schema.columns:
-                if c.required and new.get(c.name) is None:
-                    raise YtError(
-                        "Required column %r cannot have null value" % c.name, SCHEMA_VIOLATION
-                    )
-        if versions is None:
-            if new is None:
-                return
-            versions = []
-            self.store[skey] = versions
-            bisect.insort(self.sorted_keys, skey)
-        versions.append((commit_ts, new))
-        if len(versions) > 4:
-            # Drop versions no active transaction can read any more (older than the
-            # newest version at or below the oldest active start timestamp).
-            keep_from = 0
-            for i, (ts, _) in enumerate(versions):
-                if ts <= horizon:
-                    keep_from = i
-            if keep_from:
-                del versions[:keep_from]
-
-    def last_write_ts(self, row):
-        versions = self.store.get(key_of(row, self.key_columns))
-        return versions[-1][0] if versions else 0
-
-
-def _aggregate(fn, old, new):
-    if old is None:
-        return new
-    if new is None:
-        return old
-    if fn == "sum":
-        r = old + new
-        return Uint64(r) if isinstance(old, Uint64) else r
-    if fn == "min":
-        return min(old, new)
-    if fn == "max":
-        return max(old, new)
-    if fn == "first":
-        return old
-    return new
-
-
-class DynamicTables:
+class DynamicTables(QueueReads):
     """Commands on dynamic tables.  Called with the state lock held."""
 
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.rng = random.Random()
 
     @property
     def config(self):
+        """The emulator's configuration (mount delay, row limit per transaction)."""
         return self.state.config
 
-    def table(self, path, tx=None):
+    def table(self, path, tx: str | None = None):
+        """The node and data of the dynamic table at ``path``; a static table fails."""
         node, _, _, text = self.state.cypress.resolve(path, tx)
         if node.dyn is None:
-            raise YtError("Table %s is not dynamic" % text, 1, {"path": text})
+            raise YtError(f"Table {text} is not dynamic", 1, {"path": text})
         return node, node.dyn, text
 
     # ---------------------------------------------------------------- mount/unmount
 
-    def mount(self, params):
+    def mount(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``mount_table``: tablets go ``mounting`` then ``mounted``."""
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -387,7 +80,7 @@ class DynamicTables:
             s = t.current()
             if s in TRANSIENT:
                 raise YtError(
-                    "Tablet %d of table %s is in %r state" % (t.index, path, s),
+                    f"Tablet {t.index} of table {path} is in {s!r} state",
                     1744,
                     {"path": path},
                 )
@@ -397,7 +90,8 @@ class DynamicTables:
                 pass  # YT: mount of a frozen tablet is a no-op; use unfreeze_table.
         return {}
 
-    def unmount(self, params):
+    def unmount(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``unmount_table``: tablets go ``unmounting`` then ``unmounted``."""
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -406,7 +100,7 @@ class DynamicTables:
             s = t.current()
             if s in TRANSIENT:
                 raise YtError(
-                    "Tablet %d of table %s is in %r state" % (t.index, path, s),
+                    f"Tablet {t.index} of table {path} is in {s!r} state",
                     1744,
                     {"path": path},
                 )
@@ -414,11 +108,13 @@ class DynamicTables:
                 t.transition("unmounting", "unmounted", self.config["mount_delay"])
         return {}
 
-    def remount(self, params):
+    def remount(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``remount_table``: settings only, the tablets stay as they are."""
         self.table(params["path"])
         return {}
 
-    def freeze(self, params, freeze=True):
+    def freeze(self, params: dict[str, Any], freeze: bool = True) -> dict[str, Any]:
+        """``freeze_table``/``unfreeze_table`` of a tablet range."""
         node, dyn, path = self.table(params["path"])
         tablets = dyn.tablet_range(
             params.get("first_tablet_index"), params.get("last_tablet_index")
@@ -430,22 +126,24 @@ class DynamicTables:
                     t.transition("freezing", "frozen", self.config["mount_delay"])
                 elif s != "frozen":
                     raise YtError(
-                        "Cannot freeze tablet %d in %r state" % (t.index, s), INVALID_TABLET_STATE
+                        f"Cannot freeze tablet {t.index} in {s!r} state", INVALID_TABLET_STATE
                     )
             else:
                 if s == "frozen":
                     t.transition("unfreezing", "mounted", self.config["mount_delay"])
                 elif s != "mounted":
                     raise YtError(
-                        "Cannot unfreeze tablet %d in %r state" % (t.index, s), INVALID_TABLET_STATE
+                        f"Cannot unfreeze tablet {t.index} in {s!r} state", INVALID_TABLET_STATE
                     )
         return {}
 
-    def reshard(self, params):
+    def reshard(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``reshard_table``: a new tablet count; an ordered table's extra tablets pass their
+        rows to the last one kept."""
         node, dyn, path = self.table(params["path"])
         if dyn.any_not_unmounted():
             raise YtError(
-                "Cannot reshard table %s since not all of its tablets are unmounted" % path,
+                f"Cannot reshard table {path} since not all of its tablets are unmounted",
                 INVALID_TABLET_STATE,
             )
         count = params.get("tablet_count")
@@ -465,20 +163,21 @@ class DynamicTables:
             dyn.tablets = new
         return {}
 
-    def trim(self, params):
+    def trim(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``trim_rows``: drop a tablet's rows below a row index, keeping the numbering."""
         node, dyn, path = self.table(params["path"])
         if dyn.sorted:
-            raise YtError("Cannot trim sorted table %s" % path, 1, {"path": path})
+            raise YtError(f"Cannot trim sorted table {path}", 1, {"path": path})
         idx = int(params["tablet_index"])
         if not 0 <= idx < len(dyn.tablets):
-            raise YtError("Invalid tablet index %d" % idx, NO_SUCH_TABLET)
+            raise YtError(f"Invalid tablet index {idx}", NO_SUCH_TABLET)
         t = dyn.tablets[idx]
         if t.current() not in ("mounted", "frozen"):
-            raise YtError("Tablet %d of table %s is not mounted" % (idx, path), TABLET_NOT_MOUNTED)
+            raise YtError(f"Tablet {idx} of table {path} is not mounted", TABLET_NOT_MOUNTED)
         count = int(params["trimmed_row_count"])
         if count > t.total:
             raise YtError(
-                "Cannot trim tablet %d at row %d since it only has %d rows" % (idx, count, t.total),
+                f"Cannot trim tablet {idx} at row {count} since it only has {t.total} rows",
                 1,
                 {"path": path},
             )
@@ -489,17 +188,20 @@ class DynamicTables:
 
     # ---------------------------------------------------------------- writes
 
-    def _tablet_tx(self, tx_id):
+    def _tablet_tx(self, tx_id: str | None):
+        """The active tablet transaction ``tx_id`` (a master one is refused, as in YT)."""
         t = self.state.txm.get_any(tx_id)
         if t.kind != "tablet":
             raise YtError(
-                "Dynamic table commands can not be performed under master transaction %s" % tx_id,
+                f"Dynamic table commands can not be performed under master transaction {tx_id}",
                 1,
                 {"transaction_id": tx_id},
             )
         return t
 
-    def modify(self, params, rows, op):
+    def modify(self, params: dict[str, Any], rows: list[dict[str, Any]], op: str) -> dict[str, Any]:
+        """``insert_rows``/``delete_rows``: into the tablet transaction's buffer, or, without
+        one, in a transaction of their own committed at once."""
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         node, dyn, path = self.table(params["path"])
         update = bool(params.get("update", False))
@@ -519,7 +221,17 @@ class DynamicTables:
         self._buffer(t, node, dyn, path, normalized, op, flags)
         return {}
 
-    def _buffer(self, t, node, dyn, path, rows, op, flags):
+    def _buffer(
+        self,
+        t,
+        node: Node,
+        dyn: DynTable,
+        path,
+        rows: list[dict[str, Any]],
+        op: str,
+        flags: dict[str, Any],
+    ) -> None:
+        """Check the rows and add them to the transaction's buffer for ``commit``."""
         limit = self.config["max_rows_per_transaction"]
         if t.row_count + len(rows) > limit:
             raise YtError(
@@ -546,13 +258,13 @@ class DynamicTables:
         for node_id, writes in by_table.items():
             node = self.state.cypress.get_node(node_id)
             if node is None or node.dead or node.dyn is None:
-                raise YtError("Table %s was removed during transaction %s" % (node_id, t.id), 1)
+                raise YtError(f"Table {node_id} was removed during transaction {t.id}", 1)
             dyn = node.dyn
             path = self.state.cypress.path_of(node, None)
             if dyn.atomicity != t.atomicity:
                 raise YtError(
-                    "Transaction atomicity %r does not match atomicity %r of table %s"
-                    % (t.atomicity, dyn.atomicity, path),
+                    f"Transaction atomicity {t.atomicity!r} does not match atomicity "
+                    f"{dyn.atomicity!r} of table {path}",
                     1,
                     {"path": path},
                 )
@@ -566,10 +278,10 @@ class DynamicTables:
                         if last > t.start_ts:
                             key = [row.get(k) for k in dyn.key_columns]
                             raise YtError(
-                                "Row lock conflict due to concurrent write: key %r of table %s was "
+                                f"Row lock conflict due to concurrent write: key {key!r} of table "
+                                f"{path} was "
                                 "modified by a "
-                                "transaction committed after the start of transaction %s"
-                                % (key, path, t.id),
+                                f"transaction committed after the start of transaction {t.id}",
                                 TABLET_TRANSACTION_LOCK_CONFLICT,
                                 {
                                     "path": path,
@@ -604,85 +316,10 @@ class DynamicTables:
             dyn.last_commit_ts = commit_ts
         return commit_ts
 
-    # ---------------------------------------------------------------- queues
-
-    def ordered_table(self, path_text, what):
-        """The ordered dynamic table at ``path_text``, or the error YT gives ``what`` there."""
-        node, _, _, text = self.state.cypress.resolve(path_text, None)
-        if node.type != "table" or node.dyn is None or node.dyn.sorted:
-            kind = "a sorted dynamic table" if node.dyn is not None else "not a dynamic table"
-            raise YtError(
-                "%s needs an ordered dynamic table, but %s is %s" % (what, text, kind),
-                1,
-                {"path": text},
-            )
-        return node.dyn, text
-
-    def pull_queue(self, params):
-        """Rows of one tablet from ``offset`` on: at most ``max_row_count`` (YT's default 1000),
-        each with ``$tablet_index`` and ``$row_index``.  Rows below the tablet's trimmed row
-        count are gone: the answer then starts at the first row that is left (the caller sees
-        the gap in ``$row_index``).  The cost is that of the rows returned."""
-        dyn, path = self.ordered_table(params["queue_path"], "pull_queue")
-        idx = int(params.get("partition_index", 0))
-        if not 0 <= idx < len(dyn.tablets):
-            raise YtError(
-                "Invalid tablet index for table %s: expected in range [0, %d], got %d"
-                % (path, len(dyn.tablets) - 1, idx),
-                NO_SUCH_TABLET,
-                {"path": path, "tablet_index": idx},
-            )
-        tablet = dyn.tablets[idx]
-        state = tablet.current()
-        if state not in ("mounted", "frozen", "freezing", "unfreezing"):
-            raise YtError(
-                "Cannot read from table %s since tablet %d is in %r state" % (path, idx, state),
-                TABLET_NOT_MOUNTED,
-                {"path": path, "tablet_state": state},
-            )
-        offset = int(params.get("offset", 0))
-        limit = int(params.get("max_row_count", 1000))
-        if limit <= 0 or offset < 0:
-            raise YtError(
-                "Invalid pull_queue arguments: offset %d, max_row_count %d" % (offset, limit),
-                1,
-                {"path": path},
-            )
-        start = max(offset, tablet.trimmed) - tablet.trimmed
-        out = []
-        for i, row in enumerate(tablet.rows[start : start + limit]):
-            item = {"$tablet_index": idx, "$row_index": tablet.trimmed + start + i}
-            item.update(row)
-            out.append(item)
-        return out
-
-    def tablet_infos(self, params):
-        """``get_tablet_infos``: per requested tablet its row counts and timestamps."""
-        node, dyn, path = self.table(params["path"])
-        out = []
-        for idx in params.get("tablet_indexes") or []:
-            idx = int(idx)
-            if not 0 <= idx < len(dyn.tablets):
-                raise YtError(
-                    "Invalid tablet index for table %s: got %d" % (path, idx),
-                    NO_SUCH_TABLET,
-                    {"path": path, "tablet_index": idx},
-                )
-            t = dyn.tablets[idx]
-            out.append(
-                {
-                    "total_row_count": t.total,
-                    "trimmed_row_count": t.trimmed,
-                    "barrier_timestamp": Uint64(self.state.clock.next()),
-                    "last_write_timestamp": Uint64(t.last_write_ts or dyn.last_commit_ts),
-                    "tablet_state": t.current(),
-                }
-            )
-        return {"tablets": out}
-
     # ---------------------------------------------------------------- reads
 
-    def read_ts(self, params):
+    def read_ts(self, params: dict[str, Any]):
+        """The timestamp a read sees: its transaction's start, the request's, or the newest."""
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         if tx_id is not None:
             t = self._tablet_tx(tx_id)
@@ -692,10 +329,12 @@ class DynamicTables:
             return MAX_TS
         return int(ts)
 
-    def lookup(self, params, keys):
+    def lookup(self, params: dict[str, Any], keys: list[Any]):
+        """``lookup_rows``: the rows at ``keys`` in the order asked, missing ones skipped unless
+        ``keep_missing_rows``."""
         node, dyn, path = self.table(params["path"])
         if not dyn.sorted:
-            raise YtError("Cannot lookup rows in ordered table %s" % path, 1, {"path": path})
+            raise YtError(f"Cannot lookup rows in ordered table {path}", 1, {"path": path})
         dyn.require_readable(path)
         ts = self.read_ts(params)
         columns = params.get("column_names")
@@ -707,7 +346,7 @@ class DynamicTables:
             for k in key:
                 if k not in dyn.key_columns:
                     raise YtError(
-                        "Column %r is not a key column of table %s" % (k, path),
+                        f"Column {k!r} is not a key column of table {path}",
                         SCHEMA_VIOLATION,
                         {"path": path, "column": k},
                     )
@@ -715,7 +354,7 @@ class DynamicTables:
             for k in dyn.key_columns:
                 if k not in key:
                     raise YtError(
-                        "Missing key column %r in lookup key" % k, SCHEMA_VIOLATION, {"path": path}
+                        f"Missing key column {k!r} in lookup key", SCHEMA_VIOLATION, {"path": path}
                     )
                 norm[k] = check_value(key[k], dyn.schema.by_name[k], path)
             row = dyn.latest(key_of(norm, dyn.key_columns), ts)
@@ -726,12 +365,12 @@ class DynamicTables:
             if columns:
                 for c in columns:
                     if c not in dyn.schema.by_name:
-                        raise YtError("No such column %r" % c, 1, {"path": path})
+                        raise YtError(f"No such column {c!r}", 1, {"path": path})
                 row = {c: row.get(c) for c in columns}
             out.append(row)
         return out
 
-    def rows_for_query(self, path_text, params):
+    def rows_for_query(self, path_text: Any, params: dict[str, Any]):
         """Rows a query sees in table ``path_text`` (sorted by key / tablet, row index)."""
         node, dyn, path = self.table(path_text)
         dyn.require_readable(path)

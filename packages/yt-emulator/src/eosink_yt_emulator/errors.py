@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
+from typing import Any
 
 GENERIC = 1
 TIMEOUT = 3
@@ -38,14 +39,16 @@ QUERY_ERROR = 1  # the query engine reports parse/type errors with the generic c
 class YtError(Exception):
     """An error with the YT error model: code, message, attributes, inner errors."""
 
-    def __init__(self, message, code=GENERIC, attributes=None, inner_errors=None):
+    def __init__(
+        self, message: str, code: int = GENERIC, attributes: Any = None, inner_errors=None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.attributes = dict(attributes or {})
         self.inner_errors = list(inner_errors or [])
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         attrs = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -63,16 +66,16 @@ class YtError(Exception):
             ],
         }
 
-    def __str__(self):
-        return "%s (code %d)" % (self.message, self.code)
+    def __str__(self) -> str:
+        return f"{self.message} (code {int(self.code)})"
 
 
-def resolve_error(path, message=None):
-    return YtError(message or "Node %s has no child" % path, RESOLVE_ERROR, {"path": path})
+def resolve_error(path, message: str | None = None):
+    return YtError(message or f"Node {path} has no child", RESOLVE_ERROR, {"path": path})
 
 
-def no_such_transaction(tx_id):
-    return YtError("No such transaction %s" % tx_id, NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
+def no_such_transaction(tx_id: str | None):
+    return YtError(f"No such transaction {tx_id}", NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
 
 
 def not_supported_by_virtual_node(node_path: str, path: str) -> YtError:
@@ -85,8 +88,8 @@ def not_supported_by_virtual_node(node_path: str, path: str) -> YtError:
     known, so the emulator serves reads only and refuses every write (README, gaps).
     """
     return YtError(
-        "Method is not supported: %s is a virtual node; only get, list and exists are served"
-        % node_path,
+        f"Method is not supported: {node_path} is a virtual node; only get, list and exists are "
+        "served",
         NO_SUCH_METHOD,
         {"path": path},
     )

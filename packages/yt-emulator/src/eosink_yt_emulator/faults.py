@@ -41,21 +41,21 @@ PASS_THROUGH_KINDS = ("delay", "callback")
 class FaultRule:
     def __init__(
         self,
-        command,
-        when="before",
-        kind="error",
-        times=1,
-        code=1,
-        message=None,
-        match=None,
-        seconds=0.0,
-        callback=None,
-        skip=0,
-    ):
+        command: str,
+        when: str = "before",
+        kind: str = "error",
+        times: int = 1,
+        code: int = 1,
+        message: str | None = None,
+        match: dict[str, Any] | None = None,
+        seconds: float = 0.0,
+        callback: Callable[[], Any] | None = None,
+        skip: int = 0,
+    ) -> None:
         if when not in ("before", "after"):
             raise ValueError("when must be 'before' or 'after'")
         if kind not in KINDS + PASS_THROUGH_KINDS:
-            raise ValueError("kind must be one of %s" % (KINDS + PASS_THROUGH_KINDS,))
+            raise ValueError(f"kind must be one of {KINDS + PASS_THROUGH_KINDS}")
         if (kind == "callback") != (callback is not None):
             raise ValueError("a callback goes with kind 'callback' only, and it needs one")
         if callback is not None and not callable(callback):
@@ -65,14 +65,15 @@ class FaultRule:
         self.kind = kind
         self.times = times  # None = forever
         self.code = int(code)
-        self.message = message or "Injected fault for command %r" % command
+        self.message = message or f"Injected fault for command {command!r}"
         self.match = match
         self.seconds = float(seconds)
         self.callback = callback
         self.skip = int(skip)  # matching calls let through before the rule fires
         self.fired = 0
 
-    def matches(self, command, params):
+    def matches(self, command: str, params: dict[str, Any]):
+        """Whether the rule applies to a call of ``command`` with ``params`` at ``when``."""
         names = (self.command,) if isinstance(self.command, str) else tuple(self.command)
         if command not in names and "*" not in names:
             return False
@@ -88,7 +89,7 @@ class FaultRule:
                 return False
         return True
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {
             "command": self.command if isinstance(self.command, str) else list(self.command),
             "when": self.when,
@@ -107,7 +108,7 @@ class FaultRule:
 class Faults:
     """Test-side API for injecting faults (in-process: ``emu.faults``)."""
 
-    def __init__(self, emulator=None):
+    def __init__(self, emulator: Any = None) -> None:
         self._emulator = emulator
         self._rules = []
         self._lock = threading.Lock()
@@ -116,14 +117,14 @@ class Faults:
 
     def fail_next(
         self,
-        command,
-        when="before",
-        kind="error",
-        times=1,
-        code=1,
-        message=None,
-        match=None,
-        skip=0,
+        command: str,
+        when: str = "before",
+        kind: str = "error",
+        times: int = 1,
+        code: int = 1,
+        message: str | None = None,
+        match: dict[str, Any] | None = None,
+        skip: int = 0,
     ):
         """Fail the next ``times`` calls of ``command`` (``"*"`` = any command; a list or tuple
         of names: any of them), after letting ``skip`` matching calls through.
@@ -138,15 +139,29 @@ class Faults:
             self._rules.append(rule)
         return rule
 
-    def respond_503(self, command, times=1, when="before", match=None):
+    def respond_503(
+        self,
+        command: str,
+        times: int = 1,
+        when: str = "before",
+        match: dict[str, Any] | None = None,
+    ):
         """Answer the next ``times`` calls of ``command`` with HTTP 503."""
         return self.fail_next(command, when=when, kind="503", times=times, match=match)
 
-    def lose_reply(self, command, times=1, when="after", match=None):
+    def lose_reply(
+        self, command: str, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
+    ):
         """Apply the next ``times`` calls of ``command``, then drop the connection unanswered."""
         return self.fail_next(command, when=when, kind="lost_reply", times=times, match=match)
 
-    def delay(self, command, seconds, times=None, match=None):
+    def delay(
+        self,
+        command: str,
+        seconds: float,
+        times: int | None = None,
+        match: dict[str, Any] | None = None,
+    ):
         """Delay calls of ``command`` by ``seconds`` (all calls unless ``times`` is given)."""
         rule = FaultRule(command, "before", "delay", times, seconds=seconds, match=match)
         with self._lock:
@@ -175,23 +190,24 @@ class Faults:
             self._rules.append(rule)
         return rule
 
-    def expire_transaction(self, tx_id):
+    def expire_transaction(self, tx_id: str | None) -> None:
         """Abort ``tx_id`` as if its timeout had expired."""
         state = self._emulator.state
         with state.lock:
             state.txm.expire(tx_id)
 
-    def clear(self):
+    def clear(self) -> None:
         with self._lock:
             self._rules = []
 
-    def pending(self):
+    def pending(self) -> list[Any]:
+        """The rules not yet applied."""
         with self._lock:
             return [r.describe() for r in self._rules if r.times is None or r.times > 0]
 
     # -- used by the HTTP layer -------------------------------------------------
 
-    def take(self, command, when, params):
+    def take(self, command: str, when: str, params: dict[str, Any]):
         """Return the rules that fire now for this call (consuming one use of each)."""
         fired = []
         with self._lock:
@@ -216,21 +232,22 @@ class Faults:
 class RequestLog(list):
     """Every request the emulator received, oldest first (dicts)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self._lock = threading.Lock()
 
-    def add(self, entry):
+    def add(self, entry: dict[str, Any]) -> None:
         with self._lock:
             self.append(entry)
 
-    def commands(self):
+    def commands(self) -> list[Any]:
+        """The logged calls' command names, in order (for tests that check what a client sent)."""
         return [e["command"] for e in list(self)]
 
-    def of(self, command):
+    def of(self, command: str) -> list[Any]:
         return [e for e in list(self) if e["command"] == command]
 
-    def clear(self):
+    def clear(self) -> None:
         with self._lock:
             del self[:]
 

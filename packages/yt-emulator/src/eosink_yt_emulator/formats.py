@@ -9,6 +9,9 @@ formats (dsv, schemaful_dsv, skiff, arrow, protobuf, yamr) are refused.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from . import yson
 from .errors import YtError
 from .yson import unwrap
@@ -17,7 +20,7 @@ SUPPORTED = ("yson", "json")
 
 
 class Format:
-    def __init__(self, spec, default="yson"):
+    def __init__(self, spec: dict[str, Any], default: Any = "yson") -> None:
         if spec is None:
             spec = default
         if isinstance(spec, bytes):
@@ -27,7 +30,7 @@ class Format:
             name = name.decode()
         if name not in SUPPORTED:
             raise YtError(
-                "Format %r is not supported by the emulator (supported: yson, json)" % (name,),
+                f"Format {name!r} is not supported by the emulator (supported: yson, json)",
                 1,
                 {"format": name},
             )
@@ -37,19 +40,19 @@ class Format:
         self.encode_utf8 = bool(attrs.get("encode_utf8", True))
 
     @property
-    def content_type(self):
+    def content_type(self) -> str:
         if self.name == "json":
             return "application/json"
         return "application/x-yt-yson-binary" if self.binary else "application/x-yt-yson-text"
 
     # structured
-    def dump_node(self, value) -> bytes:
+    def dump_node(self, value: Any) -> bytes:
         if self.name == "json":
             return yson.to_json(value, self.encode_utf8)
         return yson.dumps(value, binary=self.binary)
 
     # tabular
-    def dump_rows(self, rows) -> bytes:
+    def dump_rows(self, rows: Iterable[dict[str, Any]]) -> bytes:
         if self.name == "json":
             out = []
             for r in rows:
@@ -69,7 +72,7 @@ class Format:
             if isinstance(value, yson.Entity):
                 continue  # control row (table_index etc.)
             if not isinstance(value, dict):
-                raise YtError("Invalid row: expected a map, found %s" % type(value).__name__, 1)
+                raise YtError(f"Invalid row: expected a map, found {type(value).__name__}", 1)
             rows.append(value)
         return rows
 

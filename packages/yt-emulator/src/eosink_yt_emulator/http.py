@@ -27,23 +27,23 @@ import struct
 import time
 import traceback
 import urllib.parse
-import zlib
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from . import yson
-from .commands import Tabular, Binary
+from .bodies import read_body
+from .commands import Binary, Tabular
 from .errors import YtError
 from .faults import FaultRule
 from .formats import Format
 from .yson import unwrap
 
-try:  # optional, only if the client is configured for brotli
-    import brotli  # type: ignore
-except ImportError:  # pragma: no cover
-    brotli = None
+#: A response: HTTP status, body, headers, content type.
+Response = tuple[int, bytes, dict[str, str], str]
 
 
-def http_method_for(desc):
+def http_method_for(desc: dict[str, Any]) -> str:
+    """The HTTP method of a command, from its descriptor (as the client chooses it)."""
     if desc["input_type"] != "null":
         return "PUT"
     if desc["is_volatile"]:
@@ -51,17 +51,20 @@ def http_method_for(desc):
     return "GET"
 
 
-def _py(v):
-    """Parsed YSON -> plain JSON-able Python (for the request log / control endpoint)."""
-    return (
-        yson.to_json_obj(v, encode_utf8=False, escape_dollar=False)
-        if not isinstance(v, (str, int))
-        else v
-    )
-
-
-class LostReply(Exception):
-    pass
+def _log_entry(method: str, command: str) -> dict[str, Any]:
+    """A new entry of the request log (``emu.requests``), filled in as the request goes."""
+    return {
+        "time": time.time(),
+        "method": method,
+        "command": command,
+        "params": {},
+        "status": None,
+        "fault": None,
+        "mutation_id": None,
+        "retry": False,
+        "transaction_id": None,
+        "error_code": None,
+    }
 
 
 class ProxyHandler(BaseHTTPRequestHandler):
@@ -70,49 +73,26 @@ class ProxyHandler(BaseHTTPRequestHandler):
     server_version = "eosink-yt-emulator"
     emulator = None  # set by the server factory
 
-    def log_message(self, fmt, *args):  # silence stderr logging
+    def log_message(self, fmt, *args) -> None:  # silence stderr logging
         pass
 
     # ------------------------------------------------------------------ plumbing
 
-    def _read_body(self):
-        te = (self.headers.get("Transfer-Encoding") or "").lower()
-        if "chunked" in te:
-            parts = []
-            while True:
-                line = self.rfile.readline()
-                if not line:
-                    break
-                size = int(line.split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while True:
-                        trailer = self.rfile.readline()
-                        if trailer in (b"\r\n", b"\n", b""):
-                            break
-                    break
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            data = b"".join(parts)
-        else:
-            length = int(self.headers.get("Content-Length") or 0)
-            data = self.rfile.read(length) if length else b""
-        enc = (self.headers.get("Content-Encoding") or "identity").lower().strip()
-        if not data or enc == "identity":
-            return data
-        if enc == "gzip":
-            return zlib.decompress(data, 47)
-        if enc == "deflate":
-            return zlib.decompress(data)
-        if enc == "br" and brotli is not None:
-            return brotli.decompress(data)
-        raise YtError("Content encoding %r is not supported by the emulator" % enc, 1)
+    def _read_body(self) -> bytes:
+        return read_body(self.rfile, self.headers)
 
-    def _send(self, status, body=b"", headers=None, content_type="application/json"):
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
         self.send_response(status)
         hdrs = {
             "Content-Type": content_type,
             "Content-Length": str(len(body)),
-            "X-YT-Request-Id": "%016x" % id(self),
+            "X-YT-Request-Id": f"{id(self):016x}",
             "X-YT-Proxy": socket.gethostname(),
         }
         if headers:
@@ -123,7 +103,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
-    def _error_response(self, err: YtError, status=400):
+    def _error_response(self, err: YtError, status: int = 400):
         doc = err.to_dict()
         text = json.dumps(doc, ensure_ascii=True)
         headers = {
@@ -133,7 +113,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         }
         return (status, text.encode("ascii"), headers, "application/json")
 
-    def _drop_connection(self):
+    def _drop_connection(self) -> None:
         self.close_connection = True
         try:
             self.wfile.flush()
@@ -146,19 +126,19 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ verbs
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         self._handle()
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         self._handle()
 
-    def do_PUT(self):
+    def do_PUT(self) -> None:
         self._handle()
 
-    def do_HEAD(self):
+    def do_HEAD(self) -> None:
         self._handle()
 
-    def _handle(self):
+    def _handle(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         emu = self.emulator
@@ -176,7 +156,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 self._read_body()
                 self._send(200, emu.descriptors_json)
                 return
-            if path in ("/hosts", "/api/v4/discover_proxies") and path == "/hosts":
+            if path == "/hosts":
                 self._read_body()
                 self._send(200, json.dumps([emu.proxy]).encode())
                 return
@@ -194,184 +174,195 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 self._command(path[len("/api/v4/") :], url.query)
                 return
             self._read_body()
-            err = YtError("Unknown URL %s" % path, 1)
+            err = YtError(f"Unknown URL {path}", 1)
             status, body, headers, ctype = self._error_response(err, 404)
             self._send(status, body, headers, ctype)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
     # ------------------------------------------------------------------ commands
+    #
+    # A command request goes: read it (``_read_request``), apply the faults injected before
+    # it (``_faults_before``), run it, through the response keeper when it is a retriable
+    # mutation (``_kept``), log it, apply the faults injected after it (``_faults_after``),
+    # frame the body if the client asked for framing (``_framed``), send.
 
-    def _command(self, command, query):
-        emu = self.emulator
-        started = time.time()
-        entry = {
-            "time": started,
-            "method": self.command,
-            "command": command,
-            "params": {},
-            "status": None,
-            "fault": None,
-            "mutation_id": None,
-            "retry": False,
-            "transaction_id": None,
-            "error_code": None,
-        }
-        mutation_id = None
-        keeper_open = False
+    def _command(self, command: str, query: str) -> None:
+        entry = _log_entry(self.command, command)
         try:
-            desc = emu.state.descriptors.get(command)
-            header_format = (self.headers.get("X-YT-Header-Format") or "yson").strip()
-            hf = "json" if "json" in header_format else "yson"
-            entry["content_encoding"] = self.headers.get("Content-Encoding")
-            entry["header_format"] = hf
-            raw = self._read_body()
-            if desc is None:
-                raise YtError("Command %r is not registered" % command, 1, {"command": command})
-            expected = http_method_for(desc)
-            if self.command != expected:
-                raise YtError(
-                    "Command %r must be requested with %s, got %s"
-                    % (command, expected, self.command),
-                    1,
-                    {"command": command},
-                )
-            params = {}
-            if query:
-                for k, v in urllib.parse.parse_qsl(query):
-                    params[k] = v
-            hp = self.headers.get("X-YT-Parameters")
-            if hp:
-                params.update(self._parse_params(hp.encode("latin-1"), hf))
-            input_data = None
-            if desc["input_type"] == "null":
-                if raw:
-                    ctype = (self.headers.get("Content-Type") or "").lower()
-                    params.update(self._parse_params(raw, "json" if "json" in ctype else "yson"))
-            entry["params"] = params
-            entry["transaction_id"] = (
-                str(unwrap(params.get("transaction_id"))[0])
-                if params.get("transaction_id")
-                else None
-            )
-            if desc["input_type"] == "tabular":
-                input_data = Format(params.get("input_format"), "yson").load_rows(raw)
-                entry["row_count"] = len(input_data)
-            elif desc["input_type"] == "structured":
-                fmt = Format(params.get("input_format"), "yson")
-                input_data = (
-                    yson.from_json(raw, fmt.encode_utf8)
-                    if fmt.name == "json"
-                    else yson.loads(raw)
-                    if raw.strip()
-                    else None
-                )
-            elif desc["input_type"] == "binary":
-                input_data = raw
+            response = self._apply(command, query, entry)
+        finally:
+            entry["duration"] = time.time() - entry["time"]
+            self.emulator.requests.add(entry)
+        if response is None:  # answered (or dropped) by a fault injected before applying
+            return
+        response = self._faults_after(command, entry, response)
+        if response is not None:
+            self._send(*self._framed(response, entry))
 
-            # ---- faults before applying (this thread holds no emulator lock here)
-            for rule in emu.faults.take(command, "before", params):
-                entry["fault"] = "%s/%s" % (rule.when, rule.kind)
-                if rule.kind == "delay":
-                    time.sleep(rule.seconds)
-                    continue
-                if rule.kind == "callback":
-                    self._run_callback(rule, command)
-                    continue
-                if rule.kind == "lost_reply":
-                    entry["status"] = "dropped"
-                    self._drop_connection()
-                    return
-                if rule.kind == "503":
-                    err = YtError("Proxy is unavailable (injected)", 105)
-                    status, body, headers, ctype = self._error_response(err, 503)
-                    entry["status"] = 503
-                    self._send(status, body, headers, ctype)
-                    return
-                raise YtError(rule.message, rule.code, {"injected": True})
-
-            # ---- response keeper
+    def _apply(self, command: str, query: str, entry: dict[str, Any]) -> Response | None:
+        """The command's response; ``None`` if a fault injected before it answered already."""
+        try:
+            desc, params, input_data = self._read_request(command, query, entry)
+            if self._faults_before(command, params, entry):
+                return None
             if desc["is_volatile"] and params.get("mutation_id"):
-                mutation_id = str(unwrap(params["mutation_id"])[0])
-                is_retry = bool(unwrap(params.get("retry", False))[0])
-                entry["mutation_id"] = mutation_id
-                entry["retry"] = is_retry
-                try:
-                    stored = emu.state.keeper.begin(mutation_id, is_retry)
-                except KeyError:
-                    raise YtError(
-                        'Duplicate request is not marked as "retry"',
-                        1,
-                        {"mutation_id": mutation_id},
-                    )
-                if stored is not None:
-                    entry["kept"] = True
-                    response = stored
-                else:
-                    keeper_open = True
-                    response = self._execute(command, desc, params, input_data)
-                    emu.state.keeper.end(mutation_id, response)
-                    keeper_open = False
-            else:
-                response = self._execute(command, desc, params, input_data)
+                return self._kept(command, desc, params, input_data, entry)
+            return self._execute(command, desc, params, input_data)
         except YtError as err:
-            response = self._error_response(err)
-            if keeper_open:
-                emu.state.keeper.end(mutation_id, response)
-                keeper_open = False
+            return self._error_response(err)
         except Exception as exc:  # an emulator bug: report it loudly, never as a retriable 5xx
             err = YtError(
-                "Internal emulator error: %s: %s" % (type(exc).__name__, exc),
+                f"Internal emulator error: {type(exc).__name__}: {exc}",
                 1,
                 {"traceback": traceback.format_exc()},
             )
-            response = self._error_response(err)
-            if keeper_open:
-                emu.state.keeper.end(mutation_id, None)
-                keeper_open = False
-        finally:
-            if keeper_open:
-                emu.state.keeper.end(mutation_id, None)
-            entry["duration"] = time.time() - started
-            emu.requests.add(entry)
+            return self._error_response(err)
 
-        status, body, headers, ctype = response
+    def _read_request(
+        self, command: str, query: str, entry: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        """The command's descriptor, parameters and input, as the descriptor says to read them."""
+        desc = self.emulator.state.descriptors.get(command)
+        header_format = (self.headers.get("X-YT-Header-Format") or "yson").strip()
+        hf = "json" if "json" in header_format else "yson"
+        entry["content_encoding"] = self.headers.get("Content-Encoding")
+        entry["header_format"] = hf
+        raw = self._read_body()
+        if desc is None:
+            raise YtError(f"Command {command!r} is not registered", 1, {"command": command})
+        expected = http_method_for(desc)
+        if self.command != expected:
+            raise YtError(
+                f"Command {command!r} must be requested with {expected}, got {self.command}",
+                1,
+                {"command": command},
+            )
+        params = dict(urllib.parse.parse_qsl(query)) if query else {}
+        hp = self.headers.get("X-YT-Parameters")
+        if hp:
+            params.update(self._parse_params(hp.encode("latin-1"), hf))
+        if desc["input_type"] == "null" and raw:
+            ctype = (self.headers.get("Content-Type") or "").lower()
+            params.update(self._parse_params(raw, "json" if "json" in ctype else "yson"))
+        entry["params"] = params
+        if params.get("transaction_id"):
+            entry["transaction_id"] = str(unwrap(params.get("transaction_id"))[0])
+        return desc, params, self._input(desc, params, raw, entry)
+
+    @staticmethod
+    def _input(desc: dict[str, Any], params: dict[str, Any], raw: bytes, entry: dict) -> Any:
+        """The command's input: rows, a structured value, bytes, or ``None``."""
+        if desc["input_type"] == "tabular":
+            rows = Format(params.get("input_format"), "yson").load_rows(raw)
+            entry["row_count"] = len(rows)
+            return rows
+        if desc["input_type"] == "structured":
+            fmt = Format(params.get("input_format"), "yson")
+            if fmt.name == "json":
+                return yson.from_json(raw, fmt.encode_utf8)
+            return yson.loads(raw) if raw.strip() else None
+        if desc["input_type"] == "binary":
+            return raw
+        return None
+
+    def _faults_before(self, command: str, params: dict[str, Any], entry: dict[str, Any]) -> bool:
+        """Apply the faults injected before the command; ``True`` if one answered it.
+
+        This thread holds no emulator lock here, so a delay or a callback blocks nobody else.
+        """
+        for rule in self.emulator.faults.take(command, "before", params):
+            entry["fault"] = f"{rule.when}/{rule.kind}"
+            if rule.kind == "delay":
+                time.sleep(rule.seconds)
+                continue
+            if rule.kind == "callback":
+                self._run_callback(rule, command)
+                continue
+            if rule.kind == "lost_reply":
+                entry["status"] = "dropped"
+                self._drop_connection()
+                return True
+            if rule.kind == "503":
+                err = YtError("Proxy is unavailable (injected)", 105)
+                entry["status"] = 503
+                self._send(*self._error_response(err, 503))
+                return True
+            raise YtError(rule.message, rule.code, {"injected": True})
+        return False
+
+    def _kept(
+        self,
+        command: str,
+        desc: dict[str, Any],
+        params: dict[str, Any],
+        input_data: Any,
+        entry: dict[str, Any],
+    ) -> Response:
+        """Run a mutation once per mutation id: a retry gets the first attempt's response."""
+        keeper = self.emulator.state.keeper
+        mutation_id = str(unwrap(params["mutation_id"])[0])
+        is_retry = bool(unwrap(params.get("retry", False))[0])
+        entry["mutation_id"] = mutation_id
+        entry["retry"] = is_retry
+        try:
+            stored = keeper.begin(mutation_id, is_retry)
+        except KeyError:
+            raise YtError(
+                'Duplicate request is not marked as "retry"', 1, {"mutation_id": mutation_id}
+            ) from None
+        if stored is not None:
+            entry["kept"] = True
+            return stored
+        response = None  # kept as "no response" if the command fails with an emulator bug
+        try:
+            response = self._execute(command, desc, params, input_data)
+        except YtError as err:
+            response = self._error_response(err)
+        finally:
+            keeper.end(mutation_id, response)
+        return response
+
+    def _faults_after(
+        self, command: str, entry: dict[str, Any], response: Response
+    ) -> Response | None:
+        """Log the response's status, then apply the first fault injected after the command
+        (it replaces the response, or drops it: then ``None``)."""
+        status, _, headers, _ = response
         entry["status"] = status
         if status >= 400:
             try:
                 entry["error_code"] = int(headers.get("X-YT-Response-Code", 1))
             except (TypeError, ValueError):
                 entry["error_code"] = 1
-
-        # ---- faults after applying
-        for rule in emu.faults.take(command, "after", entry["params"]):
-            entry["fault"] = "%s/%s" % (rule.when, rule.kind)
+        for rule in self.emulator.faults.take(command, "after", entry["params"]):
+            entry["fault"] = f"{rule.when}/{rule.kind}"
             if rule.kind == "lost_reply":
                 entry["status"] = "dropped"
                 self._drop_connection()
-                return
+                return None
             if rule.kind == "503":
                 err = YtError("Proxy is unavailable (injected after applying)", 105)
-                status, body, headers, ctype = self._error_response(err, 503)
                 entry["status"] = 503
-                break
-            err = YtError(rule.message, rule.code, {"injected": True})
-            status, body, headers, ctype = self._error_response(err)
-            entry["status"] = status
+                return self._error_response(err, 503)
+            injected = self._error_response(YtError(rule.message, rule.code, {"injected": True}))
+            entry["status"] = injected[0]
             entry["error_code"] = rule.code
-            break
+            return injected
+        return response
 
-        if self.headers.get("X-YT-Accept-Framing") == "1" and status == 200:
-            framed = [b"\x02"]
-            for i in range(0, max(len(body), 1), 1 << 20):
-                chunk = body[i : i + (1 << 20)]
-                if chunk or not body:
-                    framed.append(b"\x01" + struct.pack("<I", len(chunk)) + chunk)
-            body = b"".join(framed)
-            headers = dict(headers)
-            headers["X-YT-Framing"] = "1"
-            entry["framed"] = True
-        self._send(status, body, headers, ctype)
+    def _framed(self, response: Response, entry: dict[str, Any]) -> Response:
+        """The response framed (``X-YT-Framing``) if the client accepts framing."""
+        status, body, headers, ctype = response
+        if self.headers.get("X-YT-Accept-Framing") != "1" or status != 200:
+            return response
+        framed = [b"\x02"]
+        for i in range(0, max(len(body), 1), 1 << 20):
+            chunk = body[i : i + (1 << 20)]
+            if chunk or not body:
+                framed.append(b"\x01" + struct.pack("<I", len(chunk)) + chunk)
+        entry["framed"] = True
+        return status, b"".join(framed), dict(headers, **{"X-YT-Framing": "1"}), ctype
 
     def _run_callback(self, rule: FaultRule, command: str) -> None:
         """Run an ``on_next`` callback; its failure fails the request, which is not applied."""
@@ -379,26 +370,25 @@ class ProxyHandler(BaseHTTPRequestHandler):
             rule.callback()
         except Exception as exc:
             raise YtError(
-                "Callback injected before command %r failed: %s: %s"
-                % (command, type(exc).__name__, exc),
+                f"Callback injected before command {command!r} failed: {type(exc).__name__}: {exc}",
                 1,
                 {"injected": True, "traceback": traceback.format_exc()},
             )
 
-    def _parse_params(self, data, fmt):
+    def _parse_params(self, data: bytes, fmt):
         data = data.strip()
         if not data:
             return {}
         try:
             value = yson.from_json(data) if fmt == "json" else yson.loads(data)
         except (ValueError, yson.YsonError) as e:
-            raise YtError("Error parsing command parameters: %s" % e, 1)
+            raise YtError(f"Error parsing command parameters: {e}", 1)
         value = unwrap(value)[0]
         if not isinstance(value, dict):
             raise YtError("Command parameters must be a map", 1)
         return value
 
-    def _execute(self, command, desc, params, input_data):
+    def _execute(self, command: str, desc: dict[str, Any], params: dict[str, Any], input_data: Any):
         emu = self.emulator
         state = emu.state
         with state.lock:

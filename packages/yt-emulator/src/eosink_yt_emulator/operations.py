@@ -17,17 +17,22 @@ in operations").  Operations complete synchronously inside ``start_operation``;
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 
 from . import common
 from .common import new_id, now_iso
-from .errors import YtError, NO_SUCH_OPERATION, SORT_ORDER_VIOLATION
-from .schema import Schema, key_of, check_sorted
+from .errors import NO_SUCH_OPERATION, SORT_ORDER_VIOLATION, YtError
+from .keys import check_sorted, key_of
+from .schema import Schema
 from .tables import table_schema
 from .yson import unwrap
 
+if TYPE_CHECKING:
+    from .state import EmulatorState
+
 
 class Operation:
-    def __init__(self, op_type, spec, user_tx):
+    def __init__(self, op_type: str, spec: dict[str, Any], user_tx: str | None) -> None:
         self.id = new_id(common.TYPE_OPERATION)
         self.type = op_type
         self.spec = spec
@@ -39,6 +44,7 @@ class Operation:
         self.authenticated_user = "root"
 
     def attributes(self):
+        """The operation's attributes as ``get_operation`` returns them."""
         attrs = {
             "id": self.id,
             "type": self.type,
@@ -80,7 +86,8 @@ class Operation:
         return attrs
 
 
-def _paths(value):
+def _paths(value: Any):
+    """The table paths of an operation spec's ``input_table_paths`` (or one path)."""
     value = unwrap(value)[0]
     if isinstance(value, list):
         return value
@@ -88,11 +95,12 @@ def _paths(value):
 
 
 class Operations:
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.ops = {}
 
-    def start(self, params):
+    def start(self, params: dict[str, Any]):
+        """``start_operation``: the operation runs at once, finished when the call returns."""
         op_type = params.get("operation_type") or params.get("type")
         spec = unwrap(params.get("spec") or {})[0]
         user_tx = self.state.txm.normalize(params.get("transaction_id"))
@@ -108,7 +116,7 @@ class Operations:
         if runner is None:
             op.state = "failed"
             op.error = YtError(
-                "Operation type %r is not supported by the emulator" % op_type, 1
+                f"Operation type {op_type!r} is not supported by the emulator", 1
             ).to_dict()
             op.finish_time = now_iso()
             return op
@@ -120,7 +128,7 @@ class Operations:
                 "type": "master",
                 "transaction_id": user_tx,
                 "timeout": 3600 * 1000,
-                "attributes": {"title": "Scheduler input transaction for operation %s" % op.id},
+                "attributes": {"title": f"Scheduler input transaction for operation {op.id}"},
             }
         )
         out_tx = txm.start(
@@ -128,7 +136,7 @@ class Operations:
                 "type": "master",
                 "transaction_id": user_tx,
                 "timeout": 3600 * 1000,
-                "attributes": {"title": "Scheduler output transaction for operation %s" % op.id},
+                "attributes": {"title": f"Scheduler output transaction for operation {op.id}"},
             }
         )
         self._in_tx = in_tx.id
@@ -148,26 +156,27 @@ class Operations:
         op.finish_time = now_iso()
         return op
 
-    def get(self, op_id):
+    def get(self, op_id: str):
+        """The operation ``op_id``, or the error YT returns for an unknown one."""
         op = self.ops.get(op_id)
         if op is None:
-            raise YtError(
-                "No such operation %s" % op_id, NO_SUCH_OPERATION, {"operation_id": op_id}
-            )
+            raise YtError(f"No such operation {op_id}", NO_SUCH_OPERATION, {"operation_id": op_id})
         return op
 
-    def abort(self, op_id):
+    def abort(self, op_id: str) -> dict[str, Any]:
+        """``abort_operation``: a finished operation stays as it ended."""
         op = self.get(op_id)
         if op.state not in ("completed", "failed", "aborted"):
             op.state = "aborted"
         return {}
 
-    def on_transaction_finished(self, tx_id, committed):
+    def on_transaction_finished(self, tx_id: str | None, committed) -> None:
+        """Operations run at once, so the end of their transaction leaves nothing to do."""
         pass
 
     # ---------------------------------------------------------------- helpers
 
-    def _input(self, paths, tx):
+    def _input(self, paths: list[Any], tx: str | None):
         """Read input tables: list of (rows, schema, text)."""
         out = []
         st_tables = self.state.tables
@@ -188,8 +197,17 @@ class Operations:
         return out
 
     def _output(
-        self, path, tx, rows, inferred_schema, sort_by=None, combine=True, unique=False, chunks=None
-    ):
+        self,
+        path,
+        tx: str | None,
+        rows: list[dict[str, Any]],
+        inferred_schema,
+        sort_by: list[str] | None = None,
+        combine: bool = True,
+        unique: bool = False,
+        chunks: list[Any] | None = None,
+    ) -> None:
+        """Write an operation's output rows, with the schema its spec asks for."""
         node, text = self.state.tables.require_table(path, tx)
         attrs = unwrap(path)[1]
         append = bool(attrs.get("append", False))
@@ -219,7 +237,8 @@ class Operations:
 
     # ---------------------------------------------------------------- sort
 
-    def _sort(self, op, spec, tx):
+    def _sort(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+        """A ``sort`` operation."""
         sort_by = [unwrap(c)[0] for c in _paths(spec.get("sort_by"))]
         sort_by = [c["name"] if isinstance(c, dict) else c for c in sort_by]
         if not sort_by:
@@ -238,7 +257,8 @@ class Operations:
 
     # ---------------------------------------------------------------- merge
 
-    def _merge(self, op, spec, tx):
+    def _merge(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+        """A ``merge`` operation."""
         mode = spec.get("mode", "unordered")
         inputs = self._input(spec.get("input_table_paths"), tx)
         combine = bool(spec.get("combine_chunks", False))
@@ -251,7 +271,7 @@ class Operations:
             for _, s, text in inputs:
                 if not s.sorted:
                     raise YtError(
-                        "Input table %s is not sorted" % text, SORT_ORDER_VIOLATION, {"path": text}
+                        f"Input table {text} is not sorted", SORT_ORDER_VIOLATION, {"path": text}
                     )
             merge_by = spec.get("merge_by")
             if merge_by is None:
@@ -267,7 +287,7 @@ class Operations:
             for _, s, text in inputs:
                 if s.key_columns[: len(merge_by)] != merge_by:
                     raise YtError(
-                        "Input table %s is not sorted by %r" % (text, merge_by),
+                        f"Input table {text} is not sorted by {merge_by!r}",
                         SORT_ORDER_VIOLATION,
                     )
             rows = [r for rs, _, _ in inputs for r in rs]
@@ -284,12 +304,13 @@ class Operations:
         if mode == "unordered" or mode == "ordered":
             inferred = inferred.without_sort() if inferred.sorted and len(inputs) > 1 else inferred
         else:
-            raise YtError("Unknown merge mode %r" % mode, 1)
+            raise YtError(f"Unknown merge mode {mode!r}", 1)
         # Without combine_chunks every input keeps (at least) its own chunk.
         chunks = [rows] if combine else [rs for rs, _, _ in inputs]
         self._output(output, tx, rows, inferred, chunks=chunks)
 
-    def _erase(self, op, spec, tx):
+    def _erase(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+        """An ``erase`` operation."""
         path = spec.get("table_path")
         node, text = self.state.tables.require_table(path, tx)
         attrs = unwrap(path)[1]

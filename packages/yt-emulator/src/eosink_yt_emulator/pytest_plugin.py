@@ -18,13 +18,16 @@ Fixtures:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
-from .server import YtEmulator, EmulatorProcess
+from .server import EmulatorProcess, YtEmulator
 
 
 @pytest.fixture
-def yt_emulator():
+def yt_emulator() -> Iterator[Any]:
     emu = YtEmulator().start()
     try:
         yield emu
@@ -33,12 +36,12 @@ def yt_emulator():
 
 
 @pytest.fixture
-def yt_client(yt_emulator):
+def yt_client(yt_emulator: YtEmulator):
     return yt_emulator.client()
 
 
 @pytest.fixture
-def yt_emulator_process():
+def yt_emulator_process() -> Iterator[Any]:
     proc = EmulatorProcess().start()
     try:
         yield proc

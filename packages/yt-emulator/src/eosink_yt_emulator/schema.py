@@ -12,10 +12,14 @@ not accepted for a ``double`` column (stricter side).
 
 from __future__ import annotations
 
-import math
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
 
-from .errors import YtError, SCHEMA_VIOLATION, SORT_ORDER_VIOLATION, UNIQUE_KEY_VIOLATION
-from .yson import Attributed, Entity, Uint64, unwrap, dumps
+from .errors import SCHEMA_VIOLATION, YtError
+from .yson import Attributed, Entity, Uint64, unwrap
+
+if TYPE_CHECKING:
+    from .nodes import Lock
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -72,16 +76,16 @@ class Column:
 
     def __init__(
         self,
-        name,
-        type_,
-        required=False,
-        sort_order=None,
-        aggregate=None,
-        expression=None,
-        lock=None,
-        type_v3=None,
-        group=None,
-    ):
+        name: str,
+        type_: str,
+        required: bool = False,
+        sort_order: str | None = None,
+        aggregate: str | None = None,
+        expression: str | None = None,
+        lock: Lock | None = None,
+        type_v3: Any = None,
+        group: str | None = None,
+    ) -> None:
         self.name = name
         self.type = type_
         self.required = required
@@ -130,11 +134,13 @@ def _parse_type_v3(t):
         if name == "decimal":
             return "string", True
         return "any", True  # list/struct/tuple/dict/variant: composite
-    raise YtError("Invalid type_v3 %r" % (t,), SCHEMA_VIOLATION)
+    raise YtError(f"Invalid type_v3 {t!r}", SCHEMA_VIOLATION)
 
 
 class Schema:
-    def __init__(self, columns, strict=True, unique_keys=False):
+    def __init__(
+        self, columns: list[Column], strict: bool = True, unique_keys: bool = False
+    ) -> None:
         self.columns = columns
         self.strict = strict
         self.unique_keys = unique_keys
@@ -145,7 +151,7 @@ class Schema:
     def sorted(self):
         return bool(self.key_columns)
 
-    def is_empty(self):
+    def is_empty(self) -> bool:
         return not self.columns
 
     @classmethod
@@ -153,7 +159,7 @@ class Schema:
         return cls([], strict=False, unique_keys=False)
 
     @classmethod
-    def parse(cls, value):
+    def parse(cls, value: Any):
         value, attrs = unwrap(value)
         if isinstance(value, Schema):
             return value
@@ -166,67 +172,13 @@ class Schema:
         columns = []
         seen = set()
         for raw in value:
-            raw = unwrap(raw)[0]
-            if not isinstance(raw, dict) or "name" not in raw:
-                raise YtError(
-                    'Error parsing table schema: each column must be a map with "name"',
-                    SCHEMA_VIOLATION,
-                )
-            name = _s(raw["name"])
-            if name in seen:
-                raise YtError("Duplicate column name %r in table schema" % name, SCHEMA_VIOLATION)
-            seen.add(name)
-            type_v3 = raw.get("type_v3")
-            if "type" in raw:
-                t = _s(raw["type"])
-                required = bool(raw.get("required", False))
-                if type_v3 is not None:
-                    t3, req3 = _parse_type_v3(type_v3)
-                    if "required" not in raw:
-                        required = req3
-            elif type_v3 is not None:
-                t, required = _parse_type_v3(type_v3)
-            else:
-                raise YtError('Column %r has neither "type" nor "type_v3"' % name, SCHEMA_VIOLATION)
-            t = V3_TO_V1.get(t, t)
-            if t not in SIMPLE_TYPES:
-                raise YtError("Invalid type %r of column %r" % (t, name), SCHEMA_VIOLATION)
-            if t == "any" and required and type_v3 is None:
-                raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
-            sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
-            if sort_order not in (None, "ascending", "descending"):
-                raise YtError(
-                    "Invalid sort_order %r of column %r" % (sort_order, name), SCHEMA_VIOLATION
-                )
-            aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
-            if aggregate is not None and aggregate not in AGGREGATES:
-                raise YtError("Unknown aggregate function %r" % aggregate, SCHEMA_VIOLATION)
-            if aggregate is not None and sort_order:
-                raise YtError("Key column %r cannot be aggregated" % name, SCHEMA_VIOLATION)
-            keep_v3 = (
-                type_v3
-                if (type_v3 is not None and t == "any" and not isinstance(unwrap(type_v3)[0], str))
-                else None
-            )
-            columns.append(
-                Column(
-                    name,
-                    t,
-                    required,
-                    sort_order,
-                    aggregate,
-                    _s(raw.get("expression")) if raw.get("expression") else None,
-                    _s(raw.get("lock")) if raw.get("lock") else None,
-                    keep_v3,
-                    _s(raw.get("group")) if raw.get("group") else None,
-                )
-            )
+            columns.append(_parse_column(raw, seen))
         key_done = False
         for c in columns:
             if c.sort_order:
                 if key_done:
                     raise YtError(
-                        "Key columns must form a prefix of the schema (column %r)" % c.name,
+                        f"Key columns must form a prefix of the schema (column {c.name!r})",
                         SCHEMA_VIOLATION,
                     )
             else:
@@ -241,7 +193,7 @@ class Schema:
             {"strict": self.strict, "unique_keys": self.unique_keys},
         )
 
-    def with_sort(self, sort_by, unique_keys=False):
+    def with_sort(self, sort_by: list[str], unique_keys: bool = False):
         """The schema sorted by ``sort_by`` (key columns moved to the front)."""
         cols = []
         for name in sort_by:
@@ -249,7 +201,7 @@ class Schema:
             if c is None:
                 if self.strict:
                     raise YtError(
-                        "Sort column %r is not found in the schema" % name, SCHEMA_VIOLATION
+                        f"Sort column {name!r} is not found in the schema", SCHEMA_VIOLATION
                     )
                 c = Column(name, "any", False)
             cols.append(
@@ -285,19 +237,19 @@ class Schema:
             unique_keys=False,
         )
 
-    def same_columns(self, other):
+    def same_columns(self, other: object):
         return [c.to_yson() for c in self.without_sort().columns] == [
             c.to_yson() for c in other.without_sort().columns
         ] and self.strict == other.strict
 
     # ---------------------------------------------------------- validation
 
-    def validate_row(self, row, path="", allow_system=()):
+    def validate_row(self, row: dict[str, Any], path="", allow_system: Collection[str] = ()):
         """Check and normalize one row against the schema; returns the row to store."""
         row = unwrap(row)[0]
         if not isinstance(row, dict):
             raise YtError(
-                "Invalid row: expected a map, got %s" % type(row).__name__,
+                f"Invalid row: expected a map, got {type(row).__name__}",
                 SCHEMA_VIOLATION,
                 {"path": path},
             )
@@ -311,10 +263,10 @@ class Schema:
                     out[k] = v
                     continue
                 if k.startswith("$"):
-                    raise YtError("Unknown system column %r" % k, SCHEMA_VIOLATION, {"path": path})
+                    raise YtError(f"Unknown system column {k!r}", SCHEMA_VIOLATION, {"path": path})
                 if self.strict:
                     raise YtError(
-                        "Column %r does not belong to the strict schema of table %s" % (k, path),
+                        f"Column {k!r} does not belong to the strict schema of table {path}",
                         SCHEMA_VIOLATION,
                         {"path": path, "column": k},
                     )
@@ -324,14 +276,14 @@ class Schema:
         for col in self.columns:
             if col.required and out.get(col.name) is None:
                 raise YtError(
-                    "Required column %r cannot have null value" % col.name,
+                    f"Required column {col.name!r} cannot have null value",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
         return out
 
 
-def check_value(v, col, path=""):
+def check_value(v, col: Column, path=""):
     if isinstance(v, Entity):
         v = None
     if v is None:
@@ -345,7 +297,7 @@ def check_value(v, col, path=""):
             lo, hi = INT_RANGES[t]
             if not lo <= int(v) <= hi:
                 raise YtError(
-                    "Value %d is out of range for column %r of type %r" % (int(v), col.name, t),
+                    f"Value {int(v)} is out of range for column {col.name!r} of type {t!r}",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
@@ -365,7 +317,7 @@ def check_value(v, col, path=""):
                 v = v.decode("utf-8")
             except UnicodeDecodeError:
                 raise YtError(
-                    "Value of column %r is not a valid UTF-8 string" % col.name,
+                    f"Value of column {col.name!r} is not a valid UTF-8 string",
                     SCHEMA_VIOLATION,
                     {"path": path, "column": col.name},
                 )
@@ -375,14 +327,14 @@ def check_value(v, col, path=""):
         bad = True
     if bad:
         raise YtError(
-            "Invalid type of column %r: expected %r, got %r" % (col.name, t, value_type(v)),
+            f"Invalid type of column {col.name!r}: expected {t!r}, got {value_type(v)!r}",
             SCHEMA_VIOLATION,
             {"path": path, "column": col.name, "expected_type": t, "actual_type": value_type(v)},
         )
     return v
 
 
-def value_type(v):
+def value_type(v) -> str:
     v = unwrap(v)[0]
     if v is None or isinstance(v, Entity):
         return "null"
@@ -399,51 +351,56 @@ def value_type(v):
     return "any"
 
 
-def sort_value(v):
-    """Total order over values matching YT's comparison of unversioned values."""
-    if isinstance(v, Attributed):
-        v = v.value
-    if v is None or isinstance(v, Entity):
-        return (2, 0)
-    if isinstance(v, bool):
-        return (6, int(v))
-    if isinstance(v, Uint64):
-        return (4, int(v))
-    if isinstance(v, int):
-        return (3, v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return (5, math.inf, 1)
-        return (5, v, 0)
-    if isinstance(v, str):
-        return (16, v.encode("utf-8"))
-    if isinstance(v, bytes):
-        return (16, v)
-    return (17, dumps(v, binary=True))
-
-
-def key_of(row, key_columns):
-    return tuple(sort_value(row.get(c)) for c in key_columns)
-
-
-def check_sorted(rows, key_columns, unique, path, previous_key=None):
-    prev = previous_key
-    for row in rows:
-        k = key_of(row, key_columns)
-        if prev is not None:
-            if k < prev:
-                raise YtError(
-                    "Sort order violation: %r is less than the previous key"
-                    % ([row.get(c) for c in key_columns],),
-                    SORT_ORDER_VIOLATION,
-                    {"path": path},
-                )
-            if unique and k == prev:
-                raise YtError(
-                    "Duplicate key %r in a table with unique keys"
-                    % ([row.get(c) for c in key_columns],),
-                    UNIQUE_KEY_VIOLATION,
-                    {"path": path},
-                )
-        prev = k
-    return prev
+def _parse_column(raw: Any, seen: set[str]) -> Column:
+    """One column of a schema in YSON, checked as YT checks it (``seen``: the names so far)."""
+    raw = unwrap(raw)[0]
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise YtError(
+            'Error parsing table schema: each column must be a map with "name"',
+            SCHEMA_VIOLATION,
+        )
+    name = _s(raw["name"])
+    if name in seen:
+        raise YtError(f"Duplicate column name {name!r} in table schema", SCHEMA_VIOLATION)
+    seen.add(name)
+    type_v3 = raw.get("type_v3")
+    if "type" in raw:
+        t = _s(raw["type"])
+        required = bool(raw.get("required", False))
+        if type_v3 is not None:
+            t3, req3 = _parse_type_v3(type_v3)
+            if "required" not in raw:
+                required = req3
+    elif type_v3 is not None:
+        t, required = _parse_type_v3(type_v3)
+    else:
+        raise YtError(f'Column {name!r} has neither "type" nor "type_v3"', SCHEMA_VIOLATION)
+    t = V3_TO_V1.get(t, t)
+    if t not in SIMPLE_TYPES:
+        raise YtError(f"Invalid type {t!r} of column {name!r}", SCHEMA_VIOLATION)
+    if t == "any" and required and type_v3 is None:
+        raise YtError('Column of type "any" cannot be "required"', SCHEMA_VIOLATION)
+    sort_order = _s(raw.get("sort_order")) if raw.get("sort_order") is not None else None
+    if sort_order not in (None, "ascending", "descending"):
+        raise YtError(f"Invalid sort_order {sort_order!r} of column {name!r}", SCHEMA_VIOLATION)
+    aggregate = _s(raw.get("aggregate")) if raw.get("aggregate") is not None else None
+    if aggregate is not None and aggregate not in AGGREGATES:
+        raise YtError(f"Unknown aggregate function {aggregate!r}", SCHEMA_VIOLATION)
+    if aggregate is not None and sort_order:
+        raise YtError(f"Key column {name!r} cannot be aggregated", SCHEMA_VIOLATION)
+    keep_v3 = (
+        type_v3
+        if (type_v3 is not None and t == "any" and not isinstance(unwrap(type_v3)[0], str))
+        else None
+    )
+    return Column(
+        name,
+        t,
+        required,
+        sort_order,
+        aggregate,
+        _s(raw.get("expression")) if raw.get("expression") else None,
+        _s(raw.get("lock")) if raw.get("lock") else None,
+        keep_v3,
+        _s(raw.get("group")) if raw.get("group") else None,
+    )

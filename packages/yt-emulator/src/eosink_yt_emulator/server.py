@@ -11,13 +11,13 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from typing import Any
 from http.server import ThreadingHTTPServer
+from typing import Any
 
+from . import yson
 from .faults import Faults, RequestLog
 from .http import ProxyHandler
 from .state import EmulatorState, descriptor_list
-from . import yson
 
 
 class _Server(ThreadingHTTPServer):
@@ -26,7 +26,7 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
-def fast_retry_config():
+def fast_retry_config() -> dict[str, Any]:
     """Client config that keeps the client's retry logic but shortens its sleeps."""
     backoff = {"policy": "constant_time", "constant_time": 50}
     return {
@@ -44,6 +44,7 @@ def fast_retry_config():
 
 
 def _deep_update(dst, src):
+    """Merge ``src`` into ``dst`` key by key, so an override keeps the defaults beside it."""
     for k, v in src.items():
         if isinstance(v, dict) and isinstance(dst.get(k), dict):
             _deep_update(dst[k], v)
@@ -52,7 +53,7 @@ def _deep_update(dst, src):
     return dst
 
 
-def client_config(address, fast_retries=True, **overrides):
+def client_config(address: str, fast_retries: bool = True, **overrides):
     """Config for a real ``yt.wrapper.YtClient`` talking to the emulator at ``address``."""
     config = {
         "proxy": {"url": address, "enable_proxy_discovery": False},
@@ -77,18 +78,19 @@ class _ClientFactory:
         self.stop()
 
     @property
-    def proxy(self):
+    def proxy(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return "%s:%d" % (host, self.port)
+        return f"{host}:{int(self.port)}"
 
     @property
     def url(self):
+        """The emulator's base URL, ``http://host:port``."""
         return "http://" + self.proxy
 
-    def client_config(self, fast_retries=True, **overrides):
+    def client_config(self, fast_retries: bool = True, **overrides):
         return client_config(self.proxy, fast_retries=fast_retries, **overrides)
 
-    def client(self, fast_retries=True, config=None, **overrides):
+    def client(self, fast_retries: bool = True, config: dict[str, Any] | None = None, **overrides):
         """A real ``yt.wrapper.YtClient`` configured for this emulator.
 
         ``fast_retries`` keeps the client's retry logic but replaces its backoff sleeps
@@ -112,7 +114,7 @@ class YtEmulator(_ClientFactory):
     >>> emu.stop()
     """
 
-    def __init__(self, host="127.0.0.1", port=0, **config):
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, **config) -> None:
         self.host = host
         self.port = port
         self.state = EmulatorState(config)
@@ -138,7 +140,7 @@ class YtEmulator(_ClientFactory):
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -147,7 +149,9 @@ class YtEmulator(_ClientFactory):
     def __enter__(self):
         return self.start() if self._server is None else self
 
-    def add_generated_rows(self, path, count, make_row):
+    def add_generated_rows(
+        self, path, count: int, make_row: Callable[[int], dict[str, Any]]
+    ) -> None:
         """Append ``count`` rows to the static table ``path`` without sending or storing them:
         one chunk that holds its row count and ``make_row(index)``, called only for the rows
         a read or an operation touches. For tables far larger than memory allows (a
@@ -158,7 +162,7 @@ class YtEmulator(_ClientFactory):
 
     # ---------------------------------------------------------------- control endpoint
 
-    def control(self, method, path, body):
+    def control(self, method: str, path, body: bytes):
         """``/_emulator/...``: faults and the request log for out-of-process use."""
         sub = path[len("/_emulator") :].strip("/")
         if sub == "ping":
@@ -182,19 +186,20 @@ class YtEmulator(_ClientFactory):
                 "expire_transaction",
                 "clear",
             ):
-                return 400, {"error": "unknown action %r" % action}
+                return 400, {"error": f"unknown action {action!r}"}
             try:
                 getattr(self.faults, action)(**args)
             except Exception as e:  # report to the caller
-                return 400, {"error": "%s: %s" % (type(e).__name__, e)}
+                return 400, {"error": f"{type(e).__name__}: {e}"}
             return 200, {}
         if sub == "transactions":
             with self.state.lock:
                 return 200, self.state.txm.active_ids()
-        return 404, {"error": "unknown control path %r" % path}
+        return 404, {"error": f"unknown control path {path!r}"}
 
 
-def _jsonable(entry):
+def _jsonable(entry: dict[str, Any]):
+    """A request-log entry as JSON, for the control endpoint of a separate emulator process."""
     out = {}
     for k, v in entry.items():
         try:
@@ -208,10 +213,11 @@ def _jsonable(entry):
 class RemoteFaults:
     """The :class:`~eosink_yt_emulator.faults.Faults` API over the HTTP control endpoint."""
 
-    def __init__(self, url):
+    def __init__(self, url: str) -> None:
         self.url = url
 
-    def _post(self, action, **args):
+    def _post(self, action: str, **args):
+        """Send one fault action to the process's control endpoint; its JSON reply."""
         data = json.dumps({"action": action, "args": args}).encode("utf-8")
         req = urllib.request.Request(
             self.url + "/_emulator/faults",
@@ -227,14 +233,14 @@ class RemoteFaults:
 
     def fail_next(
         self,
-        command,
-        when="before",
-        kind="error",
-        times=1,
-        code=1,
-        message=None,
-        match=None,
-        skip=0,
+        command: str,
+        when: str = "before",
+        kind: str = "error",
+        times: int = 1,
+        code: int = 1,
+        message: str | None = None,
+        match: dict[str, Any] | None = None,
+        skip: int = 0,
     ):
         return self._post(
             "fail_next",
@@ -248,16 +254,31 @@ class RemoteFaults:
             skip=skip,
         )
 
-    def respond_503(self, command, times=1, when="before", match=None):
+    def respond_503(
+        self,
+        command: str,
+        times: int = 1,
+        when: str = "before",
+        match: dict[str, Any] | None = None,
+    ):
         return self._post("respond_503", command=command, times=times, when=when, match=match)
 
-    def lose_reply(self, command, times=1, when="after", match=None):
+    def lose_reply(
+        self, command: str, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
+    ):
         return self._post("lose_reply", command=command, times=times, when=when, match=match)
 
-    def delay(self, command, seconds, times=None, match=None):
+    def delay(
+        self,
+        command: str,
+        seconds: float,
+        times: int | None = None,
+        match: dict[str, Any] | None = None,
+    ):
         return self._post("delay", command=command, seconds=seconds, times=times, match=match)
 
-    def expire_transaction(self, tx_id):
+    def expire_transaction(self, tx_id: str | None):
+        """Abort ``tx_id`` in the emulator as if its timeout had passed."""
         return self._post("expire_transaction", tx_id=tx_id)
 
     def on_next(
@@ -274,9 +295,11 @@ class RemoteFaults:
         )
 
     def clear(self):
+        """Drop every fault rule not yet applied."""
         return self._post("clear")
 
     def pending(self):
+        """The fault rules not yet applied (for a test's check that its faults fired)."""
         with urllib.request.urlopen(self.url + "/_emulator/faults", timeout=10) as r:
             return json.loads(r.read().decode("utf-8"))
 
@@ -284,7 +307,9 @@ class RemoteFaults:
 class EmulatorProcess(_ClientFactory):
     """The emulator as a separate process (``python -m eosink_yt_emulator --port 0``)."""
 
-    def __init__(self, port=0, host="127.0.0.1", python=None, env=None, extra_args=()):
+    def __init__(
+        self, port: int = 0, host: str = "127.0.0.1", python=None, env=None, extra_args=()
+    ) -> None:
         self.host = host
         self.requested_port = port
         self.python = python or sys.executable
@@ -293,7 +318,7 @@ class EmulatorProcess(_ClientFactory):
         self.proc = None
         self.port = None
 
-    def start(self, timeout=20.0):
+    def start(self, timeout: Any = 20.0):
         env = dict(os.environ if self.env is None else self.env)
         src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -324,9 +349,9 @@ class EmulatorProcess(_ClientFactory):
                 break
         err = self.proc.stderr.read() if self.proc.poll() is not None else ""
         self.stop()
-        raise RuntimeError("emulator process did not start: %r %s" % (line, err))
+        raise RuntimeError(f"emulator process did not start: {line!r} {err}")
 
-    def stop(self):
+    def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

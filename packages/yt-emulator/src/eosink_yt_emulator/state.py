@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from importlib import resources
+from typing import Any
 
 from .commands import Commands
 from .common import Clock
@@ -29,12 +30,14 @@ DEFAULT_CONFIG = {
 }
 
 
-def load_descriptors():
+def load_descriptors() -> dict[str, Any]:
+    """The API v4 command descriptors the real driver publishes (``commands_v4.json``)."""
     text = resources.files(__package__).joinpath("commands_v4.json").read_text("utf-8")
     return {d["name"]: d for d in json.loads(text)}
 
 
 def descriptor_list():
+    """The descriptors as ``GET /api/v4`` lists them."""
     text = resources.files(__package__).joinpath("commands_v4.json").read_text("utf-8")
     return json.loads(text)
 
@@ -44,13 +47,13 @@ class ResponseKeeper:
     "mutation_id"/"retry"): a retry with ``retry=%true`` gets the stored answer, a retry that
     arrives while the original is still executing waits for it."""
 
-    def __init__(self, size):
+    def __init__(self, size: int) -> None:
         self.size = size
         self.done = {}
         self.pending = {}
         self.cond = threading.Condition()
 
-    def begin(self, mutation_id, is_retry, timeout=60.0):
+    def begin(self, mutation_id: str, is_retry: bool, timeout: Any = 60.0):
         """Returns a stored response, or None after registering the request as pending.
 
         Raises ``KeyError`` when a non-retry request reuses a known mutation id."""
@@ -65,7 +68,8 @@ class ResponseKeeper:
             self.pending[mutation_id] = True
             return None
 
-    def end(self, mutation_id, response):
+    def end(self, mutation_id: str, response) -> None:
+        """Store the response of a mutation, or forget the mutation if it produced none."""
         with self.cond:
             self.pending.pop(mutation_id, None)
             if response is not None:
@@ -77,7 +81,7 @@ class ResponseKeeper:
 
 
 class EmulatorState:
-    def __init__(self, config=None):
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.config = dict(DEFAULT_CONFIG)
         self.config.update(config or {})
         self.lock = threading.RLock()
@@ -96,5 +100,6 @@ class EmulatorState:
         self.keeper = ResponseKeeper(self.config["response_keeper_size"])
 
     def next_revision(self):
+        """A new revision number for a changed node."""
         self._revision += 1
         return self._revision

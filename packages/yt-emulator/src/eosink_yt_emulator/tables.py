@@ -20,19 +20,27 @@ attributes ``enable_row_index``/``enable_range_index``/``enable_tablet_index``).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .errors import YtError, SORT_ORDER_VIOLATION
-from .schema import Schema, key_of, check_sorted, sort_value
+from .errors import SORT_ORDER_VIOLATION, YtError
+from .keys import check_sorted, key_of, sort_value
+from .schema import Schema
 from .yson import Attributed, Entity, unwrap
 
+if TYPE_CHECKING:
+    from .nodes import Node, NodeState
+    from .state import EmulatorState
 
-def table_schema(state) -> Schema:
+
+def table_schema(state: NodeState) -> Schema:
+    """The schema attribute of a static table's state (a weak empty one if unset)."""
     s = state.attrs.get("schema")
     return s if isinstance(s, Schema) else Schema.empty_weak()
 
 
-def row_count(state):
+def row_count(state: NodeState) -> int:
+    """Rows of a static table's state, counted from its chunks without reading them."""
     return sum(len(c) for c in state.chunks)
 
 
@@ -40,14 +48,14 @@ class GeneratedChunk(Sequence):
     """A chunk held as metadata: a row count and ``make_row(index)``, called only for the
     rows that are read (see :meth:`eosink_yt_emulator.YtEmulator.add_generated_rows`)."""
 
-    def __init__(self, count, make_row):
+    def __init__(self, count: int, make_row: Callable[[int], dict[str, Any]]) -> None:
         self.count = int(count)
         self.make_row = make_row
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int):
         if isinstance(index, slice):
             return [self.make_row(i) for i in range(*index.indices(self.count))]
         if index < 0:
@@ -61,7 +69,7 @@ class TableRows(Sequence):
     """The rows of a chunk list, addressed by row index without copying the chunks:
     ``len`` and ``rows[i]`` cost O(log chunks), ``rows[i:j]`` O(chunks + j - i)."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks: list[Any]) -> None:
         self.chunks = [c for c in chunks if len(c)]
         self.starts = []
         total = 0
@@ -70,10 +78,10 @@ class TableRows(Sequence):
             total += len(chunk)
         self.total = total
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.total
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int):
         if isinstance(index, slice):
             lo, hi, step = index.indices(self.total)
             if step != 1:
@@ -93,7 +101,7 @@ class TableRows(Sequence):
         return self.chunks[at][index - self.starts[at]]
 
 
-def last_row(chunks):
+def last_row(chunks: list[Any]):
     """The last row of a chunk list (O(chunks)), ``None`` when it holds none."""
     for chunk in reversed(chunks):
         if len(chunk):
@@ -102,40 +110,54 @@ def last_row(chunks):
 
 
 def path_attrs(path):
+    """The attributes of a rich YPath (``append``, ``sorted_by``, ranges, ...)."""
     return unwrap(path)[1]
 
 
 class StaticTables:
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
 
     @property
     def cypress(self):
+        """The emulator's Cypress."""
         return self.state.cypress
 
-    def require_table(self, path, tx):
+    def require_table(self, path, tx: str | None):
+        """The table at ``path``; another node type fails."""
         node, _, _, text = self.cypress.resolve(path, tx)
         if node.type != "table":
-            raise YtError("Node %s is not a table (type %r)" % (text, node.type), 1, {"path": text})
+            raise YtError(f"Node {text} is not a table (type {node.type!r})", 1, {"path": text})
         return node, text
 
     # ---------------------------------------------------------------- write
 
-    def write(self, params, rows, tx):
+    def write(
+        self, params: dict[str, Any], rows: list[dict[str, Any]], tx: str | None
+    ) -> dict[str, Any]:
+        """``write_table``: replace or append rows, checking schema and sort order."""
         path = params["path"]
         node, text = self.require_table(path, tx)
         attrs = path_attrs(path)
         if node.dyn is not None:
             raise YtError(
-                "Cannot write into dynamic table %s with write_table" % text, 1, {"path": text}
+                f"Cannot write into dynamic table {text} with write_table", 1, {"path": text}
             )
         append = bool(attrs.get("append", False))
         self.write_rows(node, text, [rows], tx, append, attrs.get("sorted_by"), attrs.get("schema"))
         return {}
 
     def write_rows(
-        self, node, text, chunks_in, tx, append, sorted_by=None, new_schema=None, take_lock=True
-    ):
+        self,
+        node: Node,
+        text: str,
+        chunks_in,
+        tx: str | None,
+        append: bool,
+        sorted_by: list[str] | None = None,
+        new_schema: Schema | None = None,
+        take_lock=True,
+    ) -> None:
         st = self.cypress.view(node, tx)
         schema = table_schema(st)
         schema_mode = st.attrs.get("schema_mode", "weak")
@@ -143,7 +165,7 @@ class StaticTables:
         if new_schema is not None:
             if append:
                 raise YtError(
-                    "Cannot set schema while appending to table %s" % text, 1, {"path": text}
+                    f"Cannot set schema while appending to table {text}", 1, {"path": text}
                 )
             schema = Schema.parse(new_schema)
             schema_mode = "strong"
@@ -154,8 +176,9 @@ class StaticTables:
             if append and schema.key_columns != sorted_by:
                 if not (schema.sorted and schema.key_columns[: len(sorted_by)] == sorted_by):
                     raise YtError(
-                        "Cannot append sorted data to table %s: sorted_by %r does not match key "
-                        "columns %r" % (text, sorted_by, schema.key_columns),
+                        f"Cannot append sorted data to table {text}: sorted_by {sorted_by!r} does "
+                        "not match key "
+                        f"columns {schema.key_columns!r}",
                         SORT_ORDER_VIOLATION,
                         {"path": text},
                     )
@@ -183,13 +206,15 @@ class StaticTables:
             node, tx, attrs=new_attrs or None, chunks=chunks, chunks_mode=mode, lock_mode=lock_mode
         )
 
-    def add_generated_rows(self, path, count, make_row):
+    def add_generated_rows(
+        self, path, count: int, make_row: Callable[[int], dict[str, Any]]
+    ) -> None:
         """Append ``count`` rows, ``make_row(i)`` for i in 0..count-1, as one generated chunk
         outside any transaction. Only the first and last rows are checked against the schema
         (and, for a sorted table, against the table's last key): the rows are never stored."""
         node, text = self.require_table(path, None)
         if node.dyn is not None:
-            raise YtError("Cannot add rows to dynamic table %s" % text, 1, {"path": text})
+            raise YtError(f"Cannot add rows to dynamic table {text}", 1, {"path": text})
         st = self.cypress.view(node, None)
         schema = table_schema(st)
         edges = [schema.validate_row(make_row(i), text) for i in sorted({0, count - 1})]
@@ -207,7 +232,8 @@ class StaticTables:
 
     # ---------------------------------------------------------------- read
 
-    def read(self, params, tx):
+    def read(self, params: dict[str, Any], tx: str | None):
+        """``read_table``: the rows of the ranges asked, and the response parameters."""
         path = params["path"]
         node, text = self.require_table(path, tx)
         attrs = path_attrs(path)
@@ -254,14 +280,18 @@ class StaticTables:
         response_params = {"start_row_index": start_row_index or 0, "approximate_row_count": total}
         return out, response_params
 
-    def _dynamic_rows(self, node, params, text):
+    def _dynamic_rows(self, node: Node, params: dict[str, Any], text: str):
+        """The rows of a dynamic table read by ``read_table`` (as of the newest timestamp)."""
         dyn = node.dyn
         ts = self.state.dynamic.read_ts({"timestamp": unwrap(params["path"])[1].get("timestamp")})
         if dyn.sorted:
             return list(dyn.scan(ts)), dyn.schema
         return list(dyn.ordered_rows()), dyn.schema
 
-    def _range_bounds(self, rng, rows, schema, text):
+    def _range_bounds(
+        self, rng: dict[str, Any], rows: Sequence[dict[str, Any]], schema: Schema, text: str
+    ):
+        """Row indexes ``[lo, hi)`` of one range of a read."""
         n = len(rows)
         rng = unwrap(rng)[0] or {}
         if "exact" in rng:
@@ -273,7 +303,7 @@ class StaticTables:
                 lo = self._key_bound(ex["key"], rows, schema, text, upper=False)
                 hi = self._key_bound(ex["key"], rows, schema, text, upper=True)
                 return lo, hi
-            raise YtError("Unsupported exact limit %r" % (ex,), 1)
+            raise YtError(f"Unsupported exact limit {ex!r}", 1)
         lo, hi = 0, n
         if "lower_limit" in rng:
             lo = self._limit(rng["lower_limit"], rows, schema, text, upper=False)
@@ -281,7 +311,15 @@ class StaticTables:
             hi = self._limit(rng["upper_limit"], rows, schema, text, upper=True)
         return lo, max(lo, hi)
 
-    def _limit(self, limit, rows, schema, text, upper):
+    def _limit(
+        self,
+        limit: dict[str, Any],
+        rows: Sequence[dict[str, Any]],
+        schema: Schema,
+        text: str,
+        upper,
+    ):
+        """The row index of one limit (row index or key) of a range."""
         limit = unwrap(limit)[0]
         n = len(rows)
         result_lo, result_hi = 0, n
@@ -308,9 +346,12 @@ class StaticTables:
                 result_lo = max(result_lo, b)
         return result_hi if upper else result_lo
 
-    def _key_bound(self, key, rows, schema, text, upper):
+    def _key_bound(
+        self, key: Any, rows: Sequence[dict[str, Any]], schema: Schema, text: str, upper
+    ):
+        """The first row index at or past ``key`` in sorted ``rows``."""
         if not schema.sorted:
-            raise YtError("Cannot use key limits on unsorted table %s" % text, 1, {"path": text})
+            raise YtError(f"Cannot use key limits on unsorted table {text}", 1, {"path": text})
         key = [None if isinstance(k, Entity) else k for k in unwrap(key)[0]]
         kc = schema.key_columns[: len(key)]
         target = tuple(sort_value(k) for k in key)
@@ -328,7 +369,8 @@ class StaticTables:
 
     # ---------------------------------------------------------------- concatenate
 
-    def concatenate(self, params, tx):
+    def concatenate(self, params: dict[str, Any], tx: str | None) -> dict[str, Any]:
+        """``concatenate``: the source tables' rows, in order, into the destination."""
         dst = params["destination_path"]
         dst_node, dst_text = self.require_table(dst, tx)
         append = bool(path_attrs(dst).get("append", False))

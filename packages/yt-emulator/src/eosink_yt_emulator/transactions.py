@@ -17,10 +17,15 @@ by default, ``atomicity`` ``full``/``none`` must match the table's.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from . import common
-from .common import new_id, now_iso, NULL_ID
-from .errors import YtError, no_such_transaction, INVALID_TRANSACTION_STATE
+from .common import NULL_ID, new_id, now_iso
+from .errors import INVALID_TRANSACTION_STATE, YtError, no_such_transaction
+
+if TYPE_CHECKING:
+    from .nodes import Node
+    from .state import EmulatorState
 
 MAX_TIMEOUT_MS = 60 * 60 * 1000
 DEFAULT_TIMEOUT_MS = 15000
@@ -29,7 +34,7 @@ DEFAULT_TIMEOUT_MS = 15000
 class MasterTransaction:
     kind = "master"
 
-    def __init__(self, parent, timeout_ms, attributes):
+    def __init__(self, parent: Node, timeout_ms: int | None, attributes: Any) -> None:
         self.id = new_id(common.TYPE_NESTED_TRANSACTION if parent else common.TYPE_TRANSACTION)
         self.parent = parent
         self.timeout_ms = (
@@ -45,12 +50,12 @@ class MasterTransaction:
         self.state = "active"
         self.prerequisites = []
 
-    def expired(self, now):
+    def expired(self, now: float):
         if self.deadline is not None and now > self.deadline:
             return True
         return self.timeout_ms is not None and (now - self.last_ping) * 1000.0 > self.timeout_ms
 
-    def describe(self, state):
+    def describe(self, state: EmulatorState):
         """The transaction's attributes, as ``#<id>/@`` and ``//sys/transactions/<id>/@`` show
         them (names and presence as in ytsaurus ``transaction_proxy.cpp``: ``title`` and
         ``deadline`` only when set)."""
@@ -88,7 +93,14 @@ class MasterTransaction:
 class TabletTransaction:
     kind = "tablet"
 
-    def __init__(self, start_ts, timeout_ms, atomicity, durability, attributes):
+    def __init__(
+        self,
+        start_ts: int,
+        timeout_ms: int | None,
+        atomicity: str,
+        durability: str,
+        attributes: Any,
+    ) -> None:
         self.id = new_id(
             common.TYPE_NON_ATOMIC_TABLET_TRANSACTION
             if atomicity == "none"
@@ -110,12 +122,12 @@ class TabletTransaction:
         self.parent = None
         self.children = set()
 
-    def expired(self, now):
+    def expired(self, now: float):
         if self.deadline is not None and now > self.deadline:
             return True
         return (now - self.last_ping) * 1000.0 > self.timeout_ms
 
-    def describe(self, state):
+    def describe(self, state: EmulatorState):
         attrs = {
             "id": self.id,
             "type": "atomic_tablet_transaction"
@@ -131,46 +143,51 @@ class TabletTransaction:
         return attrs
 
 
-def _is_null(tx):
+def _is_null(tx: str | None):
+    """Whether a transaction id parameter means no transaction (absent, null or the null GUID)."""
     return tx is None or tx == "" or tx == NULL_ID
 
 
 class TransactionManager:
     """All transactions.  Methods are called with the state lock held."""
 
-    def __init__(self, state):
+    def __init__(self, state: EmulatorState) -> None:
         self.state = state
         self.txs = {}
         self.finished = {}  # id -> "committed" | "aborted" | "expired" (bounded)
 
     # ---------------------------------------------------------------- lookup
 
-    def normalize(self, tx):
+    def normalize(self, tx: str | None):
+        """A transaction id parameter as a string, ``None`` for no transaction."""
         if _is_null(tx):
             return None
         return str(tx)
 
-    def find_master(self, tx):
+    def find_master(self, tx: str | None):
+        """The master transaction ``tx``, if it is one (else ``None``, without failing)."""
         t = self.txs.get(tx)
         return t if t is not None and t.kind == "master" else None
 
-    def get_master(self, tx) -> MasterTransaction:
+    def get_master(self, tx: str | None) -> MasterTransaction:
+        """The active master transaction ``tx``; any other id fails as in YT."""
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
         if t.kind != "master":
             raise YtError(
-                "Transaction %s is not a master transaction" % tx, 1, {"transaction_id": tx}
+                f"Transaction {tx} is not a master transaction", 1, {"transaction_id": tx}
             )
         return t
 
-    def get_any(self, tx):
+    def get_any(self, tx: str | None):
+        """The active transaction ``tx``, master or tablet."""
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
         return t
 
-    def chain(self, tx):
+    def chain(self, tx: str | None):
         """Ancestors of master transaction ``tx`` from the topmost down to ``tx``."""
         tx = self.normalize(tx)
         if tx is None:
@@ -186,7 +203,9 @@ class TransactionManager:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self, params):
+    def start(self, params: dict[str, Any]):
+        """``start_transaction``: a master transaction (nested under ``transaction_id``) or a tablet
+        one."""
         tx_type = params.get("type", "master")
         parent = self.normalize(params.get("transaction_id"))
         timeout = params.get("timeout")
@@ -196,7 +215,7 @@ class TransactionManager:
                 raise YtError("Tablet transactions cannot have a parent transaction", 1)
             atomicity = params.get("atomicity", "full")
             if atomicity not in ("full", "none"):
-                raise YtError("Invalid atomicity %r" % atomicity, 1)
+                raise YtError(f"Invalid atomicity {atomicity!r}", 1)
             t = TabletTransaction(
                 self.state.clock.next(),
                 timeout,
@@ -210,7 +229,7 @@ class TransactionManager:
             for pre in params.get("prerequisite_transaction_ids") or []:
                 if self.find_master(pre) is None or self.txs[pre].state != "active":
                     raise YtError(
-                        "Prerequisite check failed: transaction %s is missing" % pre,
+                        f"Prerequisite check failed: transaction {pre} is missing",
                         1000,
                         {"prerequisite_transaction_id": pre},
                     )
@@ -219,7 +238,7 @@ class TransactionManager:
             if parent is not None:
                 self.txs[parent].children.add(t.id)
         else:
-            raise YtError("Invalid transaction type %r" % tx_type, 1)
+            raise YtError(f"Invalid transaction type {tx_type!r}", 1)
         deadline = params.get("deadline")
         if deadline:
             import datetime
@@ -233,7 +252,8 @@ class TransactionManager:
         self.txs[t.id] = t
         return t
 
-    def ping(self, tx, ping_ancestors=False):
+    def ping(self, tx: str | None, ping_ancestors: bool = False) -> None:
+        """Renew a transaction's lease (and its ancestors' if asked)."""
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for ping", 1)
@@ -247,7 +267,9 @@ class TransactionManager:
                 p.last_ping = now
                 cur = p.parent
 
-    def commit(self, tx):
+    def commit(self, tx: str | None) -> None:
+        """Commit a transaction: its Cypress versions merge into its parent, its rows are
+        written."""
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for commit", 1)
@@ -264,8 +286,8 @@ class TransactionManager:
         active = [c for c in t.children if c in self.txs and self.txs[c].state == "active"]
         if active:
             raise YtError(
-                "Cannot commit transaction %s since it has %d active nested transaction(s)"
-                % (tx, len(active)),
+                f"Cannot commit transaction {tx} since it has {len(active)} active nested "
+                "transaction(s)",
                 INVALID_TRANSACTION_STATE,
                 {"transaction_id": tx, "nested_transaction_ids": sorted(active)},
             )
@@ -273,14 +295,16 @@ class TransactionManager:
         self.state.cypress.on_commit(t)
         self._finish(t, "committed")
 
-    def abort(self, tx, reason="aborted"):
+    def abort(self, tx: str | None, reason: str = "aborted") -> None:
+        """Abort a transaction and, first, its nested transactions."""
         tx = self.normalize(tx)
         if tx is None:
             raise YtError("Transaction id is required for abort", 1)
         t = self.get_any(tx)
         self._abort(t, reason)
 
-    def _abort(self, t, reason):
+    def _abort(self, t, reason: str) -> None:
+        """Abort ``t`` and its descendants (also for an expired lease)."""
         for c in list(t.children):
             ct = self.txs.get(c)
             if ct is not None and ct.state == "active":
@@ -290,7 +314,8 @@ class TransactionManager:
             self.state.cypress.on_abort(t)
         self._finish(t, reason)
 
-    def _finish(self, t, how):
+    def _finish(self, t, how) -> None:
+        """Mark ``t`` finished and drop it from its parent's nested transactions."""
         t.state = how
         self.txs.pop(t.id, None)
         if t.parent is not None and t.parent in self.txs:
@@ -300,13 +325,15 @@ class TransactionManager:
             for k in list(self.finished)[:50000]:
                 del self.finished[k]
 
-    def expire(self, tx):
+    def expire(self, tx: str | None) -> None:
         """Expire ``tx`` now, as if its timeout had passed (fault injection)."""
         tx = self.normalize(tx)
         t = self.get_any(tx)
         self._abort(t, "expired")
 
-    def reap(self):
+    def reap(self) -> None:
+        """Abort the transactions whose lease ran out (before each command, as a lease thread
+        would)."""
         now = time.time()
         for t in list(self.txs.values()):
             if t.state == "active" and t.id in self.txs and t.expired(now):
@@ -314,4 +341,5 @@ class TransactionManager:
                 self._abort(t, "expired")
 
     def active_ids(self):
+        """The ids of the active transactions (for tests that check nothing leaked)."""
         return sorted(self.txs)
