@@ -6,7 +6,7 @@ sections call these functions.
   report's stream, a SQL catalog on SQLite and a local warehouse in the run's folder, beside
   eosink-files' foreachBatch arrow path (the same front door, files written by pyarrow);
   target: >= 0.9x of it.
-* overhead (section 2) and history (section 3): ``bench_iceberg.measure`` (sink-iceberg's
+* overhead (section 2) and history (section 3): ``eosink_iceberg_benchmarks.commits.measure`` (sink-iceberg's
   driver-side benchmark): ``is_committed + commit`` minus a bare pyiceberg fast append of the
   same files into a table of the same history, run interleaved (target <= 30 ms median), and
   the whole batch's cost at batch N vs batch 10 with what eosink does about the history
@@ -87,7 +87,7 @@ def throughput_targets(section: str, results: dict[str, Any]) -> list[Target]:
 
 def overhead(work: str, batches: int, progress: Progress) -> tuple[Table, list[Target]]:
     """The exactly-once overhead over the first ``batches`` batches of a new table."""
-    import bench_iceberg
+    from eosink_iceberg_benchmarks import commits as bench_iceberg
 
     progress.step(f"eosink-iceberg: {batches} batches, each with a bare pyiceberg append")
     result = bench_iceberg.measure(os.path.join(work, "iceberg"), batches + 1, window=batches)
@@ -123,7 +123,7 @@ def overhead(work: str, batches: int, progress: Progress) -> tuple[Table, list[T
 
 def history(work: str, sizes: list[int], progress: Progress) -> tuple[Table, list[Target]]:
     """Batch cost at the longest history asked (at most 10k) vs batch 10."""
-    import bench_iceberg
+    from eosink_iceberg_benchmarks import commits as bench_iceberg
 
     batches = min(max(sizes), HISTORY_MAX)
     window = min(20, max(2, batches // 5))

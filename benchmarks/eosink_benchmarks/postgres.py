@@ -2,8 +2,8 @@
 (section 1), the exactly-once overhead of a batch (section 2), the cost as the history grows
 (section 3).
 
-Each runs the package's own benchmark (``packages/sink-postgres/tests/bench_postgres.py``,
-``bench_postgres_history.py``) against a PostgreSQL server of its own
+Each runs the package's own benchmark (``eosink_postgres_benchmarks.throughput``,
+``eosink_postgres_benchmarks.history``) against a PostgreSQL server of its own
 (``eosink.testing.postgres``: the machine's binaries, loopback). The JDBC anchor needs the
 PostgreSQL JDBC driver jar, found as the benchmark script finds it (the local Maven cache);
 without one the JDBC row and its target say so.
@@ -17,8 +17,8 @@ import statistics
 import subprocess
 import sys
 
-import bench_postgres
-import bench_postgres_history
+from eosink_postgres_benchmarks import history as postgres_history
+from eosink_postgres_benchmarks import throughput as postgres_throughput
 
 from eosink_benchmarks.overhead import ExactlyOnceTimer, Overhead, plain_rows
 from eosink_benchmarks.progress import Progress
@@ -27,7 +27,7 @@ from eosink_benchmarks.tables import Table, Target, ratio
 JDBC_TARGET = 2.0  # eosink-postgres >= 2x Spark's JDBC writer
 COPY_TARGET = 0.8  # eosink-postgres >= 0.8x the bare COPY loop
 HISTORY_LIMIT = 1.5  # the report's flatness rule (section 3)
-DOORS = (bench_postgres.EOSINK_DS, bench_postgres.EOSINK_FB)
+DOORS = (postgres_throughput.EOSINK_DS, postgres_throughput.EOSINK_FB)
 
 
 def throughput(
@@ -37,32 +37,32 @@ def throughput(
 
     The benchmark runs as its own process: the JDBC driver jar must be on the classpath of the
     JVM it starts, which a JVM the report started earlier (section 1's) would not have."""
-    if bench_postgres.find_jdbc_jar() is None:
-        print(bench_postgres.missing_jar_note(), file=sys.stderr, flush=True)
+    if postgres_throughput.find_jdbc_jar() is None:
+        print(postgres_throughput.missing_jar_note(), file=sys.stderr, flush=True)
     progress.step(f"eosink-postgres, Spark JDBC, bare COPY: {repeat} rounds")
     os.makedirs(work, exist_ok=True)
     out = os.path.join(work, "results.json")
     command = [
         sys.executable,
-        bench_postgres.__file__,
+        *("-m", postgres_throughput.__name__),
         *("--rows", str(rows), "--batches", str(batches), "--repeat", str(repeat)),
         *("--cores", str(cores), "--workdir", work, "--json", out),
         *(() if warm else ("--no-warm",)),
     ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    log = os.path.join(work, "bench_postgres.log")
+    log = os.path.join(work, "postgres_throughput.log")
     with open(log, "w") as f:
         done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=f)
     if done.returncode:
         with open(log) as f:
             tail = "".join(f.readlines()[-40:])
-        raise RuntimeError(f"bench_postgres.py failed ({done.returncode}):\n{tail}")
+        raise RuntimeError(f"the postgres throughput benchmark failed ({done.returncode}):\n{tail}")
     with open(out) as f:
-        r = bench_postgres.Results(**json.load(f))
+        r = postgres_throughput.Results(**json.load(f))
     body = []
     for name in r.seconds:
-        jdbc = r.ratio(name, bench_postgres.JDBC, r.best)
-        copy = r.ratio(name, bench_postgres.BARE_COPY, r.best)
+        jdbc = r.ratio(name, postgres_throughput.JDBC, r.best)
+        copy = r.ratio(name, postgres_throughput.BARE_COPY, r.best)
         body.append(
             (
                 name,
@@ -105,8 +105,8 @@ def throughput(
     )
     targets = []
     for door in DOORS:
-        jdbc = r.ratio(door, bench_postgres.JDBC, r.best)
-        copy = r.ratio(door, bench_postgres.BARE_COPY, r.best)
+        jdbc = r.ratio(door, postgres_throughput.JDBC, r.best)
+        copy = r.ratio(door, postgres_throughput.BARE_COPY, r.best)
         targets.append(
             Target(
                 "1. throughput",
@@ -160,7 +160,7 @@ def history(sizes: list[int], batches: int, progress: Progress) -> tuple[list[Ta
 
     progress.step(f"eosink-postgres at batches {sizes}, interleaved")
     with postgres_server_running() as server:
-        spent = bench_postgres_history.measure_at(server.url(), sizes, batches)
+        spent = postgres_history.measure_at(server.url(), sizes, batches)
     medians = {size: statistics.median(spent[size]) * 1000 for size in sizes}
     first = medians[sizes[0]]
     table = Table(

@@ -1,8 +1,8 @@
 """The ``spark`` file writer: Spark's own file writer stages the batch, the manifest publishes it.
 
 Handing every row from the JVM to Python as Arrow costs more than Spark's file writer spends
-on the whole write (``bench_throughput`` prints both), so where Spark can write the folder
-itself the sink lets it:
+on the whole write (``eosink_files_benchmarks.throughput`` prints both), so where Spark can
+write the folder itself the sink lets it:
 
 1. Spark writes the batch (format, compression, ``partitionBy``) into this attempt's hidden
    staging folder, ``_eosink_staging/<attempt>`` (the core's ``stage_dataframe``, which also

@@ -22,8 +22,8 @@ The exactly-once overhead per batch: the median time of the driver's hooks (``is
 ``init`` + ``commit``; the commit moves the staged rows into the target, which grows with the
 batch) and the whole query's time per batch beyond the bare COPY loop's.
 
-    ./pants run packages/sink-postgres/tests:bench            # 5 x 1M rows, local[2]
-    python packages/sink-postgres/tests/bench_postgres.py --rows 100000 --batches 3
+    ./pants run packages/sink-postgres/benchmarks:throughput          # 5 x 1M rows, local[2]
+    python -m eosink_postgres_benchmarks.throughput --rows 100000 --batches 3
 """
 
 from __future__ import annotations

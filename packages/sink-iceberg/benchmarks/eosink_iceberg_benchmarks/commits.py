@@ -1,7 +1,7 @@
 """Benchmark of the iceberg sink's driver side (no Spark): the exactly-once overhead per batch
 with the SQL catalog on SQLite, and how a batch's cost grows with the table's history.
 
-    python bench_iceberg.py [--batches 1000] [--rows 100] [--keep-snapshots N]
+    ./pants run packages/sink-iceberg/benchmarks:commits -- [--batches 1000] [--rows 100] [--keep-snapshots N]
                             [--merge-manifests] [--expire-every N] [--dir /tmp/iceberg-bench]
 
 Each batch runs the whole protocol (``is_committed``, ``init``, a write of one Parquet file,

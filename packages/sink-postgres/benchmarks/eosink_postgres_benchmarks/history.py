@@ -8,9 +8,9 @@ of its own (``eosink.testing.postgres``). Per batch it measures the driver's exa
 last, and the ratio of the last to the first: a flat history is a ratio near 1. The load average
 is printed at the start and the end (the machine's load moves the figures, not the history).
 
-    ./pants run packages/sink-postgres/tests:bench-history -- --batches 10000
-    python packages/sink-postgres/tests/bench_postgres_history.py --batches 1000
-    python packages/sink-postgres/tests/bench_postgres_history.py --at 10,1000,10000,100000
+    ./pants run packages/sink-postgres/benchmarks:history -- --batches 10000
+    python -m eosink_postgres_benchmarks.history --batches 1000
+    python -m eosink_postgres_benchmarks.history --at 10,1000,10000,100000
 """
 
 from __future__ import annotations
