@@ -16,7 +16,7 @@ from iceberg_faults import catalog_fault, faulty_catalog
 from iceberg_helpers import TABLE, read_pyiceberg, run
 import test_simulation
 
-from eosink import SinkError, hookimpl
+from eosink.plugin import SinkError, hookimpl
 from eosink.testing.faultfs import ObjectStore, StoreFault
 
 
