@@ -135,11 +135,25 @@ def test_two_partition_columns(tmp_path):
         ([7, None], pa.int8()),
         # delta-rs 1.6 reads no negative fractional decimal back ("-1.5000000000" fails to
         # parse, and its own writer fails on one): the strings are checked below.
-        ([decimal.Decimal(0), decimal.Decimal("1.5"), decimal.Decimal("0.0000001"),
-          decimal.Decimal(-12), None], pa.decimal128(20, 10)),
+        (
+            [
+                decimal.Decimal(0),
+                decimal.Decimal("1.5"),
+                decimal.Decimal("0.0000001"),
+                decimal.Decimal(-12),
+                None,
+            ],
+            pa.decimal128(20, 10),
+        ),
         ([dt.date(2024, 1, 1), dt.date(1, 1, 1), None], pa.date32()),
-        ([dt.datetime(2024, 1, 1, 1, 2, 3, 120000, tzinfo=UTC), dt.datetime(1, 1, 1, tzinfo=UTC),
-          None], pa.timestamp("us", tz="UTC")),
+        (
+            [
+                dt.datetime(2024, 1, 1, 1, 2, 3, 120000, tzinfo=UTC),
+                dt.datetime(1, 1, 1, tzinfo=UTC),
+                None,
+            ],
+            pa.timestamp("us", tz="UTC"),
+        ),
         ([dt.datetime(2024, 1, 1, 1, 2, 3, 1), None], pa.timestamp("us")),
         ([0.1, 1e-5, 123456789.0, 5e-324], pa.float64()),
         ([0.1, 3.4028235e38], pa.float32()),
@@ -158,12 +172,21 @@ def test_other_types_read_back_by_delta_rs(tmp_path, values, type_):
 @pytest.mark.parametrize(
     ("values", "type_", "texts"),
     [
-        ([decimal.Decimal(0), decimal.Decimal("-0.0000001")], pa.decimal128(20, 10),
-         ["0.0000000000", "-0.0000001000"]),
-        ([dt.datetime(1, 1, 1, tzinfo=UTC)], pa.timestamp("us", tz="UTC"),
-         ["0001-01-01 00:00:00.000000"]),
-        ([dt.datetime(2024, 1, 1, 12, tzinfo=UTC)], pa.timestamp("us", tz="America/New_York"),
-         ["2024-01-01 12:00:00.000000"]),  # UTC, whatever the column's zone
+        (
+            [decimal.Decimal(0), decimal.Decimal("-0.0000001")],
+            pa.decimal128(20, 10),
+            ["0.0000000000", "-0.0000001000"],
+        ),
+        (
+            [dt.datetime(1, 1, 1, tzinfo=UTC)],
+            pa.timestamp("us", tz="UTC"),
+            ["0001-01-01 00:00:00.000000"],
+        ),
+        (
+            [dt.datetime(2024, 1, 1, 12, tzinfo=UTC)],
+            pa.timestamp("us", tz="America/New_York"),
+            ["2024-01-01 12:00:00.000000"],
+        ),  # UTC, whatever the column's zone
         ([1e20, math.inf, -0.0], pa.float64(), ["1.0E20", "Infinity", "-0.0"]),
         ([0.1], pa.float32(), ["0.1"]),
         ([b"", b"ab", "ü".encode()], pa.binary(), [None, "ab", "ü"]),

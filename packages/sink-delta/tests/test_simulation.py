@@ -105,9 +105,9 @@ def delta_target(spec: HistorySpec, uri: str, storage: dict[str, str], **rest: A
         # (the pyarrow reader does not): both must count the same rows.
         query = QueryBuilder().register("t", table).execute("select count(*) as n from t")
         counted = pa.table(query.read_all()).column("n")[0].as_py()
-        assert counted == rows.num_rows, (
-            f"delta-rs' SQL reader counts {counted} rows, its pyarrow reader reads {rows.num_rows}"
-        )
+        assert (
+            counted == rows.num_rows
+        ), f"delta-rs' SQL reader counts {counted} rows, its pyarrow reader reads {rows.num_rows}"
         return rows
 
     def damage() -> None:

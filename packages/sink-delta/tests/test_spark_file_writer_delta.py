@@ -16,7 +16,6 @@ from deltalake import DeltaTable
 from delta_helpers import log_actions, log_version, txns
 
 import eosink
-from eosink.plugin import hookimpl
 from eosink import ConfigurationError
 from eosink.errors import StagedRowsMismatchError
 from eosink.testing.faults import FaultPlugin, InjectedCrash, LeftoverPartFile

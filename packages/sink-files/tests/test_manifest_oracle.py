@@ -171,7 +171,7 @@ def test_normalized_rows_compare_nan_and_empty_partition_values():
 
 # -- what the oracle finds in the files sink ---------------------------------------------------
 def test_empty_and_null_partition_values_in_one_task(tmp_path):
-    """"" and null share Hive's null folder: one group, one file, each row read once."""
+    """ "" and null share Hive's null folder: one group, one file, each row read once."""
     out = str(tmp_path / "out")
     batch = pa.record_batch({"id": pa.array([1, 2, 3], pa.int64()), "part": ["", None, "a"]})
     run(FilesSink(path=out, partition_by=["part"]), 0, [[batch]])

@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import eosink
-from eosink.plugin import hookimpl
 from eosink import ConfigurationError
 from eosink.errors import StagedRowsMismatchError
 from eosink.testing.faults import FaultPlugin, InjectedCrash, LeftoverPartFile

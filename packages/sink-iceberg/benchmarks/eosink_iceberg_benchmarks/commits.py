@@ -1,8 +1,8 @@
 """Benchmark of the iceberg sink's driver side (no Spark): the exactly-once overhead per batch
 with the SQL catalog on SQLite, and how a batch's cost grows with the table's history.
 
-    ./pants run packages/sink-iceberg/benchmarks:commits -- [--batches 1000] [--rows 100] [--keep-snapshots N]
-                            [--merge-manifests] [--expire-every N] [--dir /tmp/iceberg-bench]
+    ./pants run packages/sink-iceberg/benchmarks:commits -- [--batches 1000] [--rows 100]
+        [--keep-snapshots N] [--merge-manifests] [--expire-every N] [--dir /tmp/iceberg-bench]
 
 Each batch runs the whole protocol (``is_committed``, ``init``, a write of one Parquet file,
 ``commit``). Interleaved with it, the **anchor**: a bare pyiceberg fast append of the same

@@ -40,7 +40,9 @@ def move_rows(
     others = [c for c in columns if c not in options.key]
     action = (
         sql.SQL("DO UPDATE SET ")
-        + sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in others)
+        + sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in others
+        )
         if others
         else sql.SQL("DO NOTHING")
     )
@@ -63,7 +65,9 @@ def check_keys(
 ) -> None:
     """Refuse a batch with a row without key or two rows on one key, naming the fix."""
     keys = sql.SQL(", ").join(sql.Identifier(k) for k in options.key)
-    null = sql.SQL(" OR ").join(sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in options.key)
+    null = sql.SQL(" OR ").join(
+        sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in options.key
+    )
     (nulls,) = conn.execute(
         sql.SQL("SELECT count(*) FROM ({}) s WHERE {}").format(source, null)
     ).fetchone()

@@ -26,26 +26,28 @@ class PostgresOperatorHooks:
     connect: Any
 
     def _latest_proofs(self, conn: Any, oid: int) -> list[tuple[Proof, str]]:
-        from eosink_postgres import proof, store
+        from eosink_postgres import proof as proof_rows
+        from eosink_postgres import store
 
         rows = conn.execute(
             sql.SQL(
                 "SELECT DISTINCT ON (writer_id) proof, mode FROM {} WHERE target_oid = %s "
                 "ORDER BY writer_id, batch_id DESC"
-            ).format(store.ident(self.options.meta_schema, proof.PROOFS)),
+            ).format(store.ident(self.options.meta_schema, proof_rows.PROOFS)),
             (oid,),
         ).fetchall()
         return [(Proof.from_dict(r[0]), r[1]) for r in rows]
 
     def _target(self, conn: Any) -> int | None:
-        from eosink_postgres import proof, store
+        from eosink_postgres import proof as proof_rows
+        from eosink_postgres import store
 
         oid = store.target_oid(conn, self.options)
-        return oid if oid is not None and proof.meta_ready(conn, self.options) else None
+        return oid if oid is not None and proof_rows.meta_ready(conn, self.options) else None
 
     @hookimpl
     def target_status(self) -> TargetStatus:
-        from eosink_postgres import proof, store
+        from eosink_postgres import store
 
         with self.connect(autocommit=True) as conn:
             oid = self._target(conn)
@@ -73,7 +75,8 @@ class PostgresOperatorHooks:
     def verify_target(self) -> Verification:
         """Every writer's progress row agrees with its latest proof; for a target written
         only by appends, the table holds as many rows as the proofs count."""
-        from eosink_postgres import proof, store
+        from eosink_postgres import proof as proof_rows
+        from eosink_postgres import store
 
         problems: list[str] = []
         with self.connect(autocommit=True) as conn:
@@ -84,7 +87,7 @@ class PostgresOperatorHooks:
             progress = dict(
                 conn.execute(
                     sql.SQL("SELECT writer_id, last_batch FROM {} WHERE target_oid = %s").format(
-                        store.ident(meta, proof.PROGRESS)
+                        store.ident(meta, proof_rows.PROGRESS)
                     ),
                     (oid,),
                 ).fetchall()
@@ -100,7 +103,7 @@ class PostgresOperatorHooks:
                 sql.SQL(
                     "SELECT array_agg(DISTINCT mode), coalesce(sum(rows), 0) FROM {} "
                     "WHERE target_oid = %s"
-                ).format(store.ident(meta, proof.PROOFS)),
+                ).format(store.ident(meta, proof_rows.PROOFS)),
                 (oid,),
             ).fetchone()
             if modes == ["append"]:
@@ -114,7 +117,7 @@ class PostgresOperatorHooks:
     @hookimpl
     def cleanup_target(self, older_than_s: float, delete: bool) -> CleanupReport:
         """Staging tables of this target's failed attempts (dry run unless ``delete``)."""
-        from eosink_postgres import proof, store
+        from eosink_postgres import store
 
         removable: list[Leftover] = []
         kept: list[Leftover] = []

@@ -13,8 +13,8 @@ transaction covers both:
 Both are keyed by the target's OID, not its name: a table dropped and created again under the
 same name is a new target, without the old table's proofs. :func:`ensure_meta` creates them;
 the sink's ``commit`` locks the first (:func:`lock_last_batch`) and writes both
-(:func:`record`) in the batch's transaction; :func:`read_proof` reads a proof back (``is_committed``, and a commit that lost
-its connection, to tell whether it landed).
+(:func:`record`) in the batch's transaction; :func:`read_proof` reads a proof back
+(``is_committed``, and a commit that lost its connection, to tell whether it landed).
 """
 
 from __future__ import annotations

@@ -259,9 +259,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                 conn.execute(sql.SQL("DELETE FROM {}").format(target))
             expected = sum(m.rows for m in staged)
             moved = (
-                move_rows(conn, options, state.columns, [m.table for m in staged])
-                if staged
-                else 0
+                move_rows(conn, options, state.columns, [m.table for m in staged]) if staged else 0
             )
             if moved != expected:
                 raise SinkError(
