@@ -192,24 +192,33 @@ def eosink_tests(
         **({"timeout": spark_timeout} if spark_timeout else {}),
     )
     if install_packages:
-        python_tests(
-            name="install",
-            sources=list(INSTALL_TEST_GLOBS),
-            tags=["install"],
-            batch_compatibility_tag=f"install-{package}",
-            # the pins a clean venv installs at (pip install -c constraints.txt)
-            dependencies=[*extra, "3rdparty/python:constraints"],
-            # pip there reaches the package index as this machine's pip does: Pants hides pip's
-            # configuration files from its processes ([subprocess-environment]), so the index,
-            # its certificates and local wheel folders come through pip's variables.
-            extra_env_vars=list(PIP_ENV_VARS),
-            runtime_package_dependencies=list(install_packages),
-            # pip resolves and downloads the third-party packages of a clean venv (pyspark is
-            # one large download on a cold cache).
-            timeout=900,
-        )
-    if not cluster_packages:
-        return
+        _install_tests(package, extra, install_packages)
+    if cluster_packages:
+        _cluster_tests(package, extra, namespaces, cluster_packages)
+
+
+def _install_tests(package, extra, install_packages):
+    """The install tests (INSTALL_TEST_GLOBS): the repo's wheels installed into a clean venv."""
+    python_tests(
+        name="install",
+        sources=list(INSTALL_TEST_GLOBS),
+        tags=["install"],
+        batch_compatibility_tag=f"install-{package}",
+        # the pins a clean venv installs at (pip install -c constraints.txt)
+        dependencies=[*extra, "3rdparty/python:constraints"],
+        # pip there reaches the package index as this machine's pip does: Pants hides pip's
+        # configuration files from its processes ([subprocess-environment]), so the index,
+        # its certificates and local wheel folders come through pip's variables.
+        extra_env_vars=list(PIP_ENV_VARS),
+        runtime_package_dependencies=list(install_packages),
+        # pip resolves and downloads the third-party packages of a clean venv (pyspark is
+        # one large download on a cold cache).
+        timeout=900,
+    )
+
+
+def _cluster_tests(package, extra, namespaces, cluster_packages):
+    """The cluster tests (CLUSTER_TEST_GLOBS): one pytest process, one standalone cluster."""
     python_tests(
         name="cluster",
         sources=list(CLUSTER_TEST_GLOBS),

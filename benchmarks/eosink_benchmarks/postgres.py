@@ -33,13 +33,19 @@ DOORS = (postgres_throughput.EOSINK_DS, postgres_throughput.EOSINK_FB)
 def throughput(
     work: str, batches: int, rows: int, repeat: int, warm: bool, cores: int, progress: Progress
 ) -> tuple[list[Table], list[Target]]:
-    """The stream through both doors, the bare COPY loop and Spark's JDBC writer.
-
-    The benchmark runs as its own process: the JDBC driver jar must be on the classpath of the
-    JVM it starts, which a JVM the report started earlier (section 1's) would not have."""
+    """The stream through both doors, the bare COPY loop and Spark's JDBC writer."""
     if postgres_throughput.find_jdbc_jar() is None:
         print(postgres_throughput.missing_jar_note(), file=sys.stderr, flush=True)
     progress.step(f"eosink-postgres, Spark JDBC, bare COPY: {repeat} rounds")
+    r = run_throughput(work, batches, rows, repeat, warm, cores)
+    return [throughput_table(r, batches, rows, repeat)], throughput_targets(r)
+
+
+def run_throughput(
+    work: str, batches: int, rows: int, repeat: int, warm: bool, cores: int
+) -> postgres_throughput.Results:
+    """Runs the benchmark as its own process: the JDBC driver jar must be on the classpath of
+    the JVM it starts, which a JVM the report started earlier (section 1's) would not have."""
     os.makedirs(work, exist_ok=True)
     out = os.path.join(work, "results.json")
     command = [
@@ -58,7 +64,12 @@ def throughput(
             tail = "".join(f.readlines()[-40:])
         raise RuntimeError(f"the postgres throughput benchmark failed ({done.returncode}):\n{tail}")
     with open(out) as f:
-        r = postgres_throughput.Results(**json.load(f))
+        return postgres_throughput.Results(**json.load(f))
+
+
+def throughput_table(
+    r: postgres_throughput.Results, batches: int, rows: int, repeat: int
+) -> Table:
     body = []
     for name in r.seconds:
         jdbc = r.ratio(name, postgres_throughput.JDBC, r.best)
@@ -89,7 +100,7 @@ def throughput(
             f"{statistics.median(r.commit_ms):.1f} ms (it moves the batch's rows from staging "
             "into the target: O(batch))."
         )
-    table = Table(
+    return Table(
         f"Throughput into PostgreSQL, {batches} x {rows:,} rows x 5 columns, best of {repeat}",
         (
             "path",
@@ -103,6 +114,9 @@ def throughput(
         tuple(body),
         tuple(notes),
     )
+
+
+def throughput_targets(r: postgres_throughput.Results) -> list[Target]:
     targets = []
     for door in DOORS:
         jdbc = r.ratio(door, postgres_throughput.JDBC, r.best)
@@ -125,7 +139,7 @@ def throughput(
                 copy is not None and copy >= COPY_TARGET,
             )
         )
-    return [table], targets
+    return targets
 
 
 def overhead(work: str, batches: int, progress: Progress) -> Overhead:

@@ -122,6 +122,43 @@ def check_java() -> None:
         )
 
 
+def print_summary(
+    workdir: str, runs: list, rows_in: int, back: dict, leftovers: int, started: float
+) -> bool:
+    """Print what each run did and the read-back's counts; whether the output is exactly once."""
+    print()
+    print(table(runs, ("run", "what happened", "batches committed", "batches skipped")))
+    print()
+    print(
+        table(
+            [
+                ("rows in (source)", f"{rows_in:,}"),
+                ("rows read back by Spark's reader", f"{back['rows_read']:,}"),
+                ("duplicates", f"{back['duplicates']:,}"),
+                ("lost", f"{back['lost']:,}"),
+                (
+                    "files of killed attempts on disk",
+                    f"{leftovers} (not in the manifest, so never read)",
+                ),
+            ],
+            ("check", "result"),
+        )
+    )
+    print()
+    print(
+        f"output: {workdir}/output   read it with spark.read.parquet(...) or "
+        "eosink_files.read_table(...)"
+    )
+    print(
+        "remove the killed attempts' files: "
+        f"eosink cleanup files {workdir}/output --older-than 0s --delete"
+    )
+    print(f"took {time.monotonic() - started:.0f} s")
+    ok = back["duplicates"] == 0 and back["lost"] == 0 and back["rows_read"] == rows_in
+    print("exactly once: " + ("yes" if ok else "NO"))
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="quickstart", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -172,36 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     from eosink_files import cleanup
 
     leftovers = cleanup(os.path.join(workdir, "output"), older_than_s=0, dry_run=True)
-    print()
-    print(table(runs, ("run", "what happened", "batches committed", "batches skipped")))
-    print()
-    print(
-        table(
-            [
-                ("rows in (source)", f"{rows_in:,}"),
-                ("rows read back by Spark's reader", f"{back['rows_read']:,}"),
-                ("duplicates", f"{back['duplicates']:,}"),
-                ("lost", f"{back['lost']:,}"),
-                (
-                    "files of killed attempts on disk",
-                    f"{len(leftovers.removable)} (not in the manifest, so never read)",
-                ),
-            ],
-            ("check", "result"),
-        )
-    )
-    print()
-    print(
-        f"output: {workdir}/output   read it with spark.read.parquet(...) or "
-        "eosink_files.read_table(...)"
-    )
-    print(
-        "remove the killed attempts' files: "
-        f"eosink cleanup files {workdir}/output --older-than 0s --delete"
-    )
-    print(f"took {time.monotonic() - started:.0f} s")
-    ok = back["duplicates"] == 0 and back["lost"] == 0 and back["rows_read"] == rows_in
-    print("exactly once: " + ("yes" if ok else "NO"))
+    ok = print_summary(workdir, runs, rows_in, back, len(leftovers.removable), started)
     return 0 if ok else 1
 
 

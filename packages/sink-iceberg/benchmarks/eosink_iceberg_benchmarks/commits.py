@@ -112,6 +112,17 @@ class Anchor:
         expire_all_but_current(self.catalog.load_table(self.name))
 
 
+def medians(samples: dict[int, dict[str, float]], window: range) -> dict[str, float]:
+    """The median ms of each phase over the batches of ``window``, and of the overhead
+    (``is_committed + commit`` minus the anchor's append)."""
+    picked = [samples[b] for b in window]
+    out = {k: statistics.median(s[k] for s in picked) * 1000 for k in picked[0]}
+    out["overhead"] = (
+        statistics.median((s["is_committed"] + s["commit"] - s["anchor"]) for s in picked) * 1000
+    )
+    return out
+
+
 def measure(
     folder: str | None,
     batches: int,
@@ -174,17 +185,7 @@ def measure(
                 anchor.expire()
     if not folder:
         shutil.rmtree(work, ignore_errors=True)
-
-    def medians(window_: range) -> dict[str, float]:
-        picked = [samples[b] for b in window_]
-        out = {k: statistics.median(s[k] for s in picked) * 1000 for k in picked[0]}
-        out["overhead"] = (
-            statistics.median((s["is_committed"] + s["commit"] - s["anchor"]) for s in picked)
-            * 1000
-        )
-        return out
-
-    first, last = medians(first_window), medians(last_window)
+    first, last = medians(samples, first_window), medians(samples, last_window)
     return {
         "batches": batches,
         "rows": rows,

@@ -50,9 +50,18 @@ import eosink
 from eosink.plugin import hookimpl
 from eosink.testing.postgres import postgres_server_running
 from eosink.testing.spark import local_spark
+from eosink_postgres_benchmarks.streams import (
+    ARROW_ONLY,
+    BARE_COPY,
+    EOSINK_DS,
+    EOSINK_FB,
+    FILES_PER_BATCH,
+    JDBC,
+    SCHEMA,
+    TABLES,
+    StreamPaths,
+)
 
-SCHEMA = "id long, name string, amount double, day date, ts timestamp"
-FILES_PER_BATCH = 2  # one task per file: every core gets work
 PHASES = ("is_committed", "init", "commit")
 
 
@@ -112,17 +121,6 @@ class DriverTimer:
 
 #: Where the JDBC driver jar is looked for when no path is given.
 JDBC_JAR_PATTERN = "~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"
-EOSINK_DS = "eosink-postgres (data source)"
-EOSINK_FB = "eosink-postgres (foreachBatch)"
-BARE_COPY = "bare COPY loop (foreachBatch)"
-JDBC = "Spark JDBC (foreachBatch)"
-ARROW_ONLY = "Arrow to Python, no write"
-TABLES = {
-    EOSINK_DS: "eosink_ds",
-    EOSINK_FB: "eosink_fb",
-    BARE_COPY: "bare_copy",
-    JDBC: "spark_jdbc",
-}
 
 
 def find_jdbc_jar(given: str | None = None) -> str | None:
@@ -152,49 +150,6 @@ def timed(start: Callable[[], Any]) -> float:
     if query.exception():
         raise RuntimeError(str(query.exception()))
     return time.perf_counter() - began
-
-
-def bare_copy(url: str, table: str) -> Callable[[Any, int], None]:
-    """foreachBatch: every task COPYs its Arrow batches into the table with the sink's encoder,
-    committing on its own (no staging, no proof)."""
-
-    def copy_partition(batches):  # runs on the executors
-        import psycopg
-        from eosink_postgres import copy_binary
-        from eosink_postgres.types import pg_type
-
-        rows = 0
-        with psycopg.connect(url) as conn, conn.cursor() as cur:
-            with cur.copy(
-                f"COPY {table} (id, name, amount, day, ts) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.write(copy_binary.SIGNATURE)
-                for batch in batches:
-                    if batch.num_rows == 0:
-                        continue
-                    copy.write(copy_binary.encode_rows(batch, [pg_type(f) for f in batch.schema]))
-                    rows += batch.num_rows
-                copy.write(copy_binary.TRAILER)
-        yield pa.record_batch({"rows": pa.array([rows], pa.int64())})
-
-    def run(df: Any, batch_id: int) -> None:
-        df.mapInArrow(copy_partition, "rows long").collect()
-
-    return run
-
-
-def arrow_only() -> Callable[[Any, int], None]:
-    """foreachBatch: every task takes its Arrow batches in Python and writes nothing: the floor
-    of any path that writes from Python workers (Spark's read and its Arrow transfer)."""
-
-    def count_partition(batches):  # runs on the executors
-        rows = sum(batch.num_rows for batch in batches)
-        yield pa.record_batch({"rows": pa.array([rows], pa.int64())})
-
-    def run(df: Any, batch_id: int) -> None:
-        df.mapInArrow(count_partition, "rows long").collect()
-
-    return run
 
 
 @attrs.define
@@ -248,8 +203,6 @@ def measure(
 
     ``jar``: the JDBC driver jar (None: the JDBC path is left out, ``Results.note`` says why).
     ``step`` is told what runs next."""
-    import psycopg
-
     source = os.path.join(work, "source")
     if not os.path.exists(source):
         make_source(source, batches, rows)
@@ -265,90 +218,15 @@ def measure(
         **({"spark.jars": jar} if jar else {}),
     )
     eosink.register_data_sources(spark)
-    url = server.url()
-    reading = [warm_source]
-
-    def stream() -> Any:
-        return (
-            spark.readStream.schema(SCHEMA)
-            .option("maxFilesPerTrigger", FILES_PER_BATCH)
-            .parquet(reading[0])
-            .writeStream.trigger(availableNow=True)
-        )
-
-    def fresh(name: str) -> tuple[str, str]:
-        table = "public." + TABLES[name]
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-            conn.execute(
-                f"CREATE TABLE {table} (id bigint, name text, amount double precision, "
-                "day date, ts timestamptz)"
-            )
-        checkpoint = os.path.join(work, TABLES[name] + "-ckpt")
-        shutil.rmtree(checkpoint, ignore_errors=True)
-        return table, checkpoint
-
     timer = DriverTimer()
-
-    def eosink_source() -> Any:
-        table, ckpt = fresh(EOSINK_DS)
-        return (
-            stream()
-            .format("eosink-postgres")
-            .option("writerId", "bench")
-            .option("url", url)
-            .option("path", table)
-            .option("checkpointLocation", ckpt)
-            .start()
-        )
-
-    def eosink_foreach() -> Any:
-        table, ckpt = fresh(EOSINK_FB)
-        sink = eosink.sink("postgres", url=url, table=table)
-        writer = eosink.foreach_batch(sink, writer_id="bench", plugins=[timer])
-        return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
-
-    def jdbc_foreach() -> Any:
-        table, ckpt = fresh(JDBC)
-        jdbc = f"jdbc:postgresql://{server.host}:{server.port}/postgres"
-        props = {
-            "user": server.user,
-            "password": server.password,
-            "driver": "org.postgresql.Driver",
-        }
-
-        def write(df: Any, batch_id: int) -> None:
-            df.write.jdbc(jdbc, table, mode="append", properties=props)
-
-        return stream().foreachBatch(write).option("checkpointLocation", ckpt).start()
-
-    def copy_foreach() -> Any:
-        table, ckpt = fresh(BARE_COPY)
-        return (
-            stream().foreachBatch(bare_copy(url, table)).option("checkpointLocation", ckpt).start()
-        )
-
-    def arrow_foreach() -> Any:
-        checkpoint = os.path.join(work, "arrow-only-ckpt")
-        shutil.rmtree(checkpoint, ignore_errors=True)
-        return stream().foreachBatch(arrow_only()).option("checkpointLocation", checkpoint).start()
-
-    runs: dict[str, Callable[[], Any]] = {
-        EOSINK_DS: eosink_source,
-        EOSINK_FB: eosink_foreach,
-        BARE_COPY: copy_foreach,
-        ARROW_ONLY: arrow_foreach,
-    }
-    results = Results(batches, rows, cores)
-    if jar:
-        runs[JDBC] = jdbc_foreach
-    else:
-        results.note = missing_jar_note()
+    paths = StreamPaths(spark, server, work, warm_source, timer)
+    runs = paths.runs(with_jdbc=bool(jar))
+    results = Results(batches, rows, cores, note="" if jar else missing_jar_note())
     try:
         for name, start in runs.items() if warm else ():  # JVM, Python workers, connections
             step(f"warm-up: {name}")
             timed(start)
-        reading[0] = source
+        paths.source = source
         timer.per_batch.clear()
         timer.commits.clear()
         for round_ in range(repeat):
@@ -357,7 +235,7 @@ def measure(
                 results.seconds.setdefault(name, []).append(timed(start))
                 results.loads.setdefault(name, []).append(os.getloadavg()[0])
                 if name in TABLES:
-                    check_rows(url, name, results.total)
+                    check_rows(server.url(), name, results.total)
     finally:
         spark.stop()
     results.driver_ms = [s * 1000 for s in timer.per_batch]
