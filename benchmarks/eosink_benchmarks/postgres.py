@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 from eosink_postgres_benchmarks import history as postgres_history
+from eosink_postgres_benchmarks import streams as postgres_streams
 from eosink_postgres_benchmarks import throughput as postgres_throughput
 
 from eosink_benchmarks.overhead import ExactlyOnceTimer, Overhead, plain_rows
@@ -27,7 +28,7 @@ from eosink_benchmarks.tables import Table, Target, ratio
 JDBC_TARGET = 2.0  # eosink-postgres >= 2x Spark's JDBC writer
 COPY_TARGET = 0.8  # eosink-postgres >= 0.8x the bare COPY loop
 HISTORY_LIMIT = 1.5  # the report's flatness rule (section 3)
-DOORS = (postgres_throughput.EOSINK_DS, postgres_throughput.EOSINK_FB)
+DOORS = (postgres_streams.EOSINK_DS, postgres_streams.EOSINK_FB)
 
 
 def throughput(
@@ -67,13 +68,11 @@ def run_throughput(
         return postgres_throughput.Results(**json.load(f))
 
 
-def throughput_table(
-    r: postgres_throughput.Results, batches: int, rows: int, repeat: int
-) -> Table:
+def throughput_table(r: postgres_throughput.Results, batches: int, rows: int, repeat: int) -> Table:
     body = []
     for name in r.seconds:
-        jdbc = r.ratio(name, postgres_throughput.JDBC, r.best)
-        copy = r.ratio(name, postgres_throughput.BARE_COPY, r.best)
+        jdbc = r.ratio(name, postgres_streams.JDBC, r.best)
+        copy = r.ratio(name, postgres_streams.BARE_COPY, r.best)
         body.append(
             (
                 name,
@@ -119,8 +118,8 @@ def throughput_table(
 def throughput_targets(r: postgres_throughput.Results) -> list[Target]:
     targets = []
     for door in DOORS:
-        jdbc = r.ratio(door, postgres_throughput.JDBC, r.best)
-        copy = r.ratio(door, postgres_throughput.BARE_COPY, r.best)
+        jdbc = r.ratio(door, postgres_streams.JDBC, r.best)
+        copy = r.ratio(door, postgres_streams.BARE_COPY, r.best)
         targets.append(
             Target(
                 "1. throughput",

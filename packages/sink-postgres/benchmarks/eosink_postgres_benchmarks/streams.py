@@ -96,7 +96,11 @@ class StreamPaths:
         table, ckpt = self.fresh(JDBC)
         server = self.server
         jdbc = f"jdbc:postgresql://{server.host}:{server.port}/postgres"
-        props = {"user": server.user, "password": server.password, "driver": "org.postgresql.Driver"}
+        props = {
+            "user": server.user,
+            "password": server.password,
+            "driver": "org.postgresql.Driver",
+        }
 
         def write(df: Any, batch_id: int) -> None:
             df.write.jdbc(jdbc, table, mode="append", properties=props)

@@ -51,13 +51,10 @@ from eosink.plugin import hookimpl
 from eosink.testing.postgres import postgres_server_running
 from eosink.testing.spark import local_spark
 from eosink_postgres_benchmarks.streams import (
-    ARROW_ONLY,
     BARE_COPY,
-    EOSINK_DS,
     EOSINK_FB,
     FILES_PER_BATCH,
     JDBC,
-    SCHEMA,
     TABLES,
     StreamPaths,
 )
