@@ -49,7 +49,8 @@ ALLOWED: dict[str, set[str]] = {
     },
     "eosink-yt-emulator": {"ytsaurus-client", "ytsaurus-yson"},
     "eosink-iceberg": {"attrs", "eosink", "pyarrow", "pyiceberg"},
-    "eosink-postgres": {"attrs", "eosink", "psycopg", "pyarrow"},
+    # numpy: the binary COPY encoder works on the Arrow buffers as numpy arrays
+    "eosink-postgres": {"attrs", "eosink", "numpy", "psycopg", "pyarrow"},
     "eosink-sqlite": {"attrs", "eosink", "pyarrow"},
 }
 
