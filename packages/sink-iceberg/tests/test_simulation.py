@@ -27,28 +27,14 @@ from hypothesis import strategies as st
 from iceberg_faults import CATALOG_KEYS, faulty_catalog
 from iceberg_helpers import TABLE, load, read_pyiceberg
 
-from eosink.testing.arrow_data import COLUMN_TYPES
+from eosink.testing.arrow_data import COLUMN_TYPES, SCALAR_TYPES
 from eosink.testing.faultfs import ObjectStore, StoreFault
 from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
 
 #: Every type of the kit: the type map takes them all.
 ICEBERG_TYPES = tuple(COLUMN_TYPES)
 #: What it partitions by (identity takes every primitive type; the transforms those they fit).
-PARTITION_TYPES = (
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "float32",
-    "float64",
-    "bool",
-    "string",
-    "binary",
-    "date",
-    "timestamp",
-    "timestamp_utc",
-    "decimal",
-)
+PARTITION_TYPES = SCALAR_TYPES
 #: The transform a partition column of a type gets in a "transform" history.
 TRANSFORMS = {
     "int8": "bucket(3, {})",

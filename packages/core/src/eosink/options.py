@@ -110,8 +110,9 @@ def secret_values(value: Any) -> list[str]:
     return found
 
 
-def storage_options(value: Any) -> dict[str, Any]:
-    """attrs converter of ``storage_options``: a dict, or its JSON text (one Spark option)."""
+def mapping_option(value: Any, how: str) -> dict[str, Any]:
+    """An option that is a dict, given whole (Python) or as its JSON text (one Spark option);
+    None is empty. Anything else is a ``ConfigurationError`` that says ``how`` to give it."""
     if value is None:
         return {}
     if isinstance(value, str):
@@ -120,11 +121,17 @@ def storage_options(value: Any) -> dict[str, Any]:
         except ValueError:
             value = None
     if not isinstance(value, Mapping):
-        raise ConfigurationError(
-            "option storage_options: give a dict (Python) or one Spark option per entry, "
-            "e.g. .option('storage.endpoint_url', 'https://...')"
-        )
+        raise ConfigurationError(how)
     return dict(value)
+
+
+def storage_options(value: Any) -> dict[str, Any]:
+    """attrs converter of ``storage_options``: a dict, or its JSON text (one Spark option)."""
+    return mapping_option(
+        value,
+        "option storage_options: give a dict (Python) or one Spark option per entry, "
+        "e.g. .option('storage.endpoint_url', 'https://...')",
+    )
 
 
 def _convert(value: Any, hint: Any, name: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from eosink.plugin import ConfigurationError
-from eosink.options import masked, names, option_key
+from eosink.options import mapping_option, masked, names, option_key
 
 #: Spark options ``catalog.<property>`` are the entries of the ``catalog`` field.
 CATALOG_PREFIX = "catalog."
@@ -27,21 +27,12 @@ COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
 
 def catalog_properties(value: Any) -> dict[str, str]:
     """attrs converter of ``catalog``: a dict (or its JSON text), values as strings."""
-    import json
-
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except ValueError:
-            value = None
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(
-            "sink 'iceberg': option catalog: give pyiceberg's catalog properties as a dict "
-            "(Python) or one Spark option per property, e.g. .option('catalog.uri', "
-            "'sqlite:////tmp/catalog.db')"
-        )
+    value = mapping_option(
+        value,
+        "sink 'iceberg': option catalog: give pyiceberg's catalog properties as a dict "
+        "(Python) or one Spark option per property, e.g. .option('catalog.uri', "
+        "'sqlite:////tmp/catalog.db')",
+    )
     return {str(k): str(v) for k, v in value.items()}
 
 
