@@ -22,10 +22,28 @@ def test_smoke_report_is_written(tmp_path, capsys):
     ):
         assert heading in text, heading
     # every path of the throughput section ran, the data-source doors included
-    throughput = text.split("## 2.")[0]
-    for name in ("Spark's parquet sink", "eosink-files, data source", "eosink-delta, data source"):
+    throughput = text.split("## 1b.")[0]
+    for name in (
+        "Spark's parquet sink",
+        "eosink-files, data source",
+        "eosink-delta, data source",
+        "eosink-iceberg, data source",
+        "eosink-iceberg, foreachBatch",
+    ):
         rows = [line for line in throughput.splitlines() if line.startswith(f"| {name} |")]
         assert len(rows) == 2 and not any("n/a" in row for row in rows), rows
+    for name in ("eosink-sqlite (example), data source", "eosink-sqlite (example), foreachBatch"):
+        rows = [line for line in throughput.splitlines() if line.startswith(f"| {name} |")]
+        assert len(rows) == 2 and "n/a" not in rows[0], rows  # not partitioned: one table
+    # both YT sinks through both doors beside their bare client loops
+    into_yt = text.split("## 1c.")[1].split("## 2.")[0]
+    rows = [line for line in into_yt.splitlines() if line.startswith("| yt-") or "| bare" in line]
+    assert len(rows) == 6 and not any("n/a" in row for row in rows), rows
+    # the load of every section, and the recovery of every sink measured there
+    assert "### Sections: wall time and the machine's load" in text
+    recovery = text.split("## 5.")[1]
+    for name in ("eosink-files, foreachBatch", "eosink-delta, foreachBatch", "Spark's parquet"):
+        assert f"| {name}" in recovery, name
     # eosink-postgres: both doors and its bare COPY loop ran (the JDBC row needs the driver jar)
     postgres = text.split("## 1b.")[1].split("## 2.")[0]
     for name in ("eosink-postgres (data source)", "eosink-postgres (foreachBatch)", "bare COPY"):

@@ -1,13 +1,14 @@
-"""Section 5: recovery after SIGKILL, eosink-files vs Spark's own file sink.
+"""Section 5: recovery after SIGKILL, eosink-files and eosink-delta vs Spark's own file sink.
 
 A cycle: one process runs a query per sink (each its own file source, one input file per
-micro-batch, output and checkpoint) until every output's ``_spark_metadata`` log holds two
-batches, and is killed with SIGKILL (the Python driver and its JVM). Then, per sink, a new
-process restarts that sink's query from its checkpoint, alone on the machine's cores.
-Measured: from the restarted process' start, and from its query's ``start()`` call, to the
-first batch the restarted query adds to the log. Both sinks keep the same log (eosink-files
-writes Spark's manifest format), so one watcher serves both. The killed run is the cycle's
-warm-up (disk cache, checkpoints); every restarted process starts cold, as a real restart does.
+micro-batch, output and checkpoint) until every output's log holds two batches, and is killed
+with SIGKILL (the Python driver and its JVM). Then, per sink, a new process restarts that
+sink's query from its checkpoint, alone on the machine's cores. Measured: from the restarted
+process' start, and from its query's ``start()`` call, to the first batch the restarted query
+adds to its log. The watcher reads each sink's own log: ``_spark_metadata`` (Spark's sink and
+eosink-files, which writes Spark's manifest format) or ``_delta_log`` (eosink-delta: one
+version per batch). The killed run is the cycle's warm-up (disk cache, checkpoints); every
+restarted process starts cold, as a real restart does.
 
 The child: ``python -m eosink_benchmarks.recovery <folder> <sink> [<sink> ...]``.
 """
@@ -26,7 +27,13 @@ from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table
 from eosink_benchmarks.timing import Timings
 
-SINKS = {"files": "eosink-files, foreachBatch", "spark": "Spark's parquet sink"}
+SINKS = {
+    "files": "eosink-files, foreachBatch",
+    "delta": "eosink-delta, foreachBatch",
+    "spark": "Spark's parquet sink",
+}
+#: Each sink's log in its output folder: one numbered entry per committed batch.
+LOGS = {"files": "_spark_metadata", "delta": "_delta_log", "spark": "_spark_metadata"}
 TIMEOUT_S = 600
 STARTED = "started"  # the child writes its query's start() time here
 
@@ -39,9 +46,9 @@ class Recovery:
 
 
 def committed(folder: str) -> int:
-    """The latest batch in the output's ``_spark_metadata`` log (-1: none)."""
+    """The latest entry of the output's log (-1: none); the sink is the folder's name."""
     try:
-        names = os.listdir(os.path.join(folder, "out", "_spark_metadata"))
+        names = os.listdir(os.path.join(folder, "out", LOGS[os.path.basename(folder)]))
     except FileNotFoundError:
         return -1
     ids = [int(n.split(".")[0]) for n in names if n.split(".")[0].isdigit()]
@@ -146,7 +153,7 @@ def table(results: list[Recovery], cycles: int, rows: int, together: bool) -> Ta
         for r in results
     )
     how = (
-        "both sinks' queries restarted in one process, sharing its cores"
+        "every sink's query restarted in one process, sharing its cores"
         if together
         else "each sink's query restarted alone in its own process"
     )
@@ -174,6 +181,7 @@ def child(folder: str, sinks: list[str]) -> None:
 
     import eosink
     from eosink.testing.spark import local_spark
+    from eosink_delta.sink import DeltaSink
     from eosink_files.sink import FilesSink
 
     spark = local_spark(cores=2, **{"spark.ui.showConsoleProgress": "false"})
@@ -187,6 +195,10 @@ def child(folder: str, sinks: list[str]) -> None:
         if sink == "files":
             writer = writer.foreachBatch(
                 eosink.foreach_batch(FilesSink(path=out), writer_id="bench")
+            )
+        elif sink == "delta":
+            writer = writer.foreachBatch(
+                eosink.foreach_batch(DeltaSink(path=out), writer_id="bench")
             )
         else:
             writer = writer.format("parquet").option("path", out)

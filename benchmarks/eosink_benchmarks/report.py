@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 
 import attrs
@@ -34,6 +35,7 @@ from eosink_benchmarks import (
     throughput,
     yt,
 )
+from eosink_benchmarks.load import Load, LoadWatch
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target
 
@@ -46,9 +48,14 @@ class Size:
     rows: int  # throughput: rows per micro-batch
     repeat: int  # throughput, yt-dynamic: best of this many
     warm: bool  # throughput: warm every path up first (off only where figures mean nothing)
+    pg_batches: int  # throughput into PostgreSQL: micro-batches
+    pg_rows: int  # throughput into PostgreSQL: rows per micro-batch
+    yt_batches: int  # throughput into YT (the emulator): micro-batches
+    yt_rows: int  # throughput into YT: rows per micro-batch
     overhead_batches: int
     history_at: tuple[int, ...]
     history_batches: int
+    iceberg_history: int  # eosink-iceberg's history is real commits: this many at most
     static_sizes: tuple[int, ...]
     static_merge_sizes: tuple[int, ...]
     static_append_rows: int
@@ -64,17 +71,22 @@ class Size:
 SIZES = {
     "full": Size(
         batches=5,
-        rows=2_000_000,
+        rows=800_000,
         repeat=3,
         warm=True,
+        pg_batches=4,
+        pg_rows=500_000,
+        yt_batches=4,
+        yt_rows=100_000,
         overhead_batches=50,
         history_at=(10, 1_000, 10_000, 100_000),
         history_batches=20,
-        static_sizes=(10_000, 100_000, 1_000_000, 10_000_000),
+        iceberg_history=1_000,
+        static_sizes=(10_000, 100_000, 1_000_000),
         static_merge_sizes=(10_000, 100_000),
         static_append_rows=10_000,
         static_repeats=5,
-        dynamic_rows=1_000_000,
+        dynamic_rows=200_000,
         dynamic_parts=20,
         recovery_cycles=3,
         recovery_files=20,
@@ -88,9 +100,14 @@ SIZES = {
         rows=5_000,
         repeat=1,
         warm=False,
+        pg_batches=1,
+        pg_rows=5_000,
+        yt_batches=1,
+        yt_rows=2_000,
         overhead_batches=5,
         history_at=(10, 100),
         history_batches=3,
+        iceberg_history=100,
         static_sizes=(100, 1_000),
         static_merge_sizes=(100,),
         static_append_rows=100,
@@ -116,6 +133,8 @@ class Report:
     sections: list[tuple[str, list[Table], list[str]]] = attrs.Factory(
         list
     )  # (title, tables, PNGs)
+    #: (section name, minutes it took, the load while it ran)
+    loads: list[tuple[str, float, Load]] = attrs.Factory(list)
 
     def add(self, title: str, tables: list[Table], pngs: list[str], targets: list[Target]) -> None:
         self.sections.append((title, tables, pngs))
@@ -131,6 +150,8 @@ class Report:
             "only shows that every benchmark runs: its figures mean nothing.",
             "",
         ]
+        if self.loads:
+            lines.append(self.load_table().markdown())
         if self.targets:
             summary = Table(
                 "Targets",
@@ -144,6 +165,28 @@ class Report:
                 lines.append(t.markdown())
             lines += [f"![{title}]({png})\n" for png in pngs]
         return "\n".join(lines)
+
+
+    def load_table(self) -> Table:
+        total = sum(minutes for _, minutes, _ in self.loads)
+        return Table(
+            f"Sections: wall time and the machine's load ({total:.1f} min in all)",
+            (
+                "section",
+                "minutes",
+                "load average, 1 min: start / peak / end",
+                "other programs' runnable threads: mean / peak",
+                "flag",
+            ),
+            tuple((name, f"{minutes:.1f}", *load.cells()) for name, minutes, load in self.loads),
+            (
+                "Sampled every 5 s. The report's own processes (Spark's JVM and Python workers, "
+                "the emulator, PostgreSQL, the recovery queries) count in the load average but "
+                "not among the other programs: a flagged section with no other programs running "
+                "was loaded by the report itself, and its ratios stand; with other programs "
+                "running, its absolute figures are pessimistic.",
+            ),
+        )
 
 
 def add_to_last_section(report: Report, table: Table, targets: list[Target]) -> None:
@@ -172,6 +215,9 @@ def section_throughput(
         variants = throughput.run(
             spark, work, size.batches, size.rows, size.repeat, size.warm, progress
         )
+        into_yt = yt.throughput(
+            spark, work, size.yt_batches, size.yt_rows, size.repeat, size.warm, progress
+        )
     finally:
         spark.stop()
     total = size.batches * size.rows
@@ -186,6 +232,12 @@ def section_throughput(
         throughput.targets(variants),
     )
     postgres_throughput(report, size, work, cores, progress)
+    report.add(
+        "1c. Throughput into YT",
+        [yt.throughput_table(into_yt, size.yt_batches, size.yt_rows, size.repeat)],
+        [],
+        [],
+    )
 
 
 def postgres_throughput(
@@ -195,8 +247,8 @@ def postgres_throughput(
     anchors are not section 1's)."""
     tables, targets = postgres.throughput(
         os.path.join(work, "postgres"),
-        size.batches,
-        size.rows,
+        size.pg_batches,
+        size.pg_rows,
         size.repeat,
         size.warm,
         cores,
@@ -237,7 +289,7 @@ def section_history(report: Report, size: Size, work: str, cores: int, progress:
         [png],
         history.targets(results),
     )
-    add_to_last_section(report, *iceberg.history(work, list(size.history_at), progress))
+    add_to_last_section(report, *iceberg.history(work, size.iceberg_history, progress))
     postgres_history(report, size, progress)
 
 
@@ -338,7 +390,10 @@ def main(argv: list[str] | None = None) -> int:
             progress.start(name)
             folder = os.path.join(work, name)
             os.makedirs(folder)
+            watch, began = LoadWatch().start(), time.monotonic()
             RUNS[name](report, size, folder, args.cores, progress)
+            report.loads.append((name, (time.monotonic() - began) / 60, watch.stop()))
+            print("\n" + report.load_table().markdown(), flush=True)
             shutil.rmtree(folder, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

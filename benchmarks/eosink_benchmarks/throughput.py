@@ -42,6 +42,7 @@ DELTA_NAMES = {
     "eosink-delta (fB, arrow)": "eosink-delta, foreachBatch, arrow writer",
 }
 SQLITE = "eosink-sqlite (example), foreachBatch"
+SQLITE_DS = "eosink-sqlite (example), data source"
 SPARK = FILES_NAMES["spark parquet"]
 NOOP = FILES_NAMES["noop"]
 #: Each delta path and the files path it is compared with.
@@ -83,9 +84,13 @@ def path_starts(
     for name, start in delta.items():
         usable = "delta" in installed  # every delta path finds the sink by its name
         starts[DELTA_NAMES[name]] = start if usable else "no `delta` entry point installed"
-    starts[iceberg.THROUGHPUT] = iceberg.throughput_start(writer, folder, partition_by)
+    usable = "iceberg" in installed  # the data source finds the sink by its name
+    for name, start in iceberg.throughput_starts(writer, folder, partition_by).items():
+        if name == iceberg.DATA_SOURCE and not usable:
+            start = "no `iceberg` entry point installed"
+        starts[name] = start
     if partition_by:
-        starts[SQLITE] = "not partitioned: one SQLite table"
+        starts[SQLITE] = starts[SQLITE_DS] = "not partitioned: one SQLite table"
     else:
 
         def sqlite() -> Any:
@@ -100,7 +105,18 @@ def path_starts(
                 .start()
             )
 
+        def sqlite_ds() -> Any:
+            return (
+                writer()
+                .format("eosink-sqlite")
+                .option("writerId", "bench")
+                .option("path", os.path.join(folder, "out-ds.db"))
+                .option("checkpointLocation", os.path.join(folder, "sqlite-ds-ckpt"))
+                .start()
+            )
+
         starts[SQLITE] = sqlite
+        starts[SQLITE_DS] = sqlite_ds if "sqlite" in installed else "no `sqlite` entry point"
     return starts
 
 
@@ -163,13 +179,14 @@ def tables(
         body = []
         for name, t in res.items():
             if not t.ran:
-                body.append((name, "n/a", "n/a", "", "", "", t.note))
+                body.append((name, "n/a", "n/a", "", "", "", "", t.note))
                 continue
             body.append(
                 (
                     name,
                     f"{total / t.best:,.0f}",
                     f"{t.best:.1f} / {t.median:.1f}",
+                    ratio(t.spread),
                     ratio(spark.best / t.best) if spark and spark.ran else "",
                     ratio(noop.best / t.best) if noop and noop.ran else "",
                     ratio(res[DELTA_TWINS[name]].best / t.best)
@@ -185,6 +202,7 @@ def tables(
                     "sink",
                     "rows/s (best)",
                     "seconds best / median",
+                    "spread (worst / best)",
                     "vs Spark's sink",
                     "vs noop",
                     "vs eosink-files, same path",

@@ -35,6 +35,11 @@ class Timings:
     def median(self) -> float:
         return statistics.median(self.seconds)
 
+    @property
+    def spread(self) -> float:
+        """The slowest run over the fastest: how much the machine moved under the runs."""
+        return max(self.seconds) / min(self.seconds)
+
 
 def percentile(values: Iterable[float], q: float) -> float:
     """The ``q``-th percentile (nearest rank) of ``values``."""

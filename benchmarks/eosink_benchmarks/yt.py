@@ -1,21 +1,31 @@
-"""Section 4: the YT sinks' cost as the table grows (yt-static) and next to a bare loop
-(yt-dynamic), both against the in-process YT proxy emulator, from the packages' own
-benchmarks (``eosink_yt_static_benchmarks.writes.append_costs``,
-``eosink_yt_dynamic_benchmarks.writes.measure``).
+"""The YT sinks against the YT proxy emulator, from the packages' own benchmarks.
+
+Section 1c (:func:`throughput`): each YT sink through both doors on a Spark stream beside its
+bare client loop (``eosink_yt_static_benchmarks.streams``, ``eosink_yt_dynamic_benchmarks.streams``,
+an emulator process). Section 4: yt-static's commit cost as the table grows and yt-dynamic next
+to a bare ``insert_rows`` loop without Spark (``eosink_yt_static_benchmarks.writes.append_costs``,
+``eosink_yt_dynamic_benchmarks.writes.measure``, the emulator in process).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import statistics
 from typing import Any
 
-from eosink_yt_dynamic_benchmarks import writes as dynamic_writes
-from eosink_yt_static_benchmarks import writes as static_writes
 import structlog
+from eosink_files_benchmarks import throughput as files_throughput
+from eosink_yt_dynamic_benchmarks import streams as dynamic_streams
+from eosink_yt_dynamic_benchmarks import writes as dynamic_writes
+from eosink_yt_emulator.server import EmulatorProcess
+from eosink_yt_static_benchmarks import streams as static_streams
+from eosink_yt_static_benchmarks import writes as static_writes
 
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio
+from eosink_benchmarks.timing import Timings, measure
 
 KINDS = {
     "unsorted": "unsorted (merge-append)",
@@ -117,3 +127,90 @@ def static_targets(results: list[dict[str, Any]]) -> list[Target]:
             )
         )
     return found
+
+
+#: The YT throughput section's packages: (sink, paths module, anchor's name).
+STREAMS = (
+    ("yt-static", static_streams, static_streams.BARE),
+    ("yt-dynamic", dynamic_streams, dynamic_streams.BARE),
+)
+
+
+def throughput(
+    spark: Any, work: str, batches: int, rows: int, repeat: int, warm: bool, progress: Progress
+) -> dict[str, dict[str, Timings]]:
+    """Each YT sink through both doors beside its bare client loop, on one Spark stream of
+    ``batches`` x ``rows`` rows (the files benchmark's input), against an emulator process:
+    sink -> path name -> timings. Every run writes tables of its own, removed after it."""
+    source = os.path.join(work, "yt-in")
+    progress.step(f"YT throughput: writing the input, {batches} x {rows:,} rows")
+    files_throughput.make_input(source, batches, rows)
+    files_throughput.make_input(source + "-warm", 1, min(rows, 10_000))
+    emulator = EmulatorProcess().start()
+    logging.getLogger("Yt").setLevel(logging.WARNING)  # the client's per-operation lines
+    try:
+        config = emulator.client_config(**dynamic_writes.PATIENT)
+        client = emulator.client(**dynamic_writes.PATIENT)
+        results = {}
+        for sink, module, _ in STREAMS:
+            progress.step(f"YT throughput: {sink}")
+
+            def runner(name: str, module: Any = module, sink: str = sink) -> Any:
+                def run(label: str) -> None:
+                    folder = os.path.join(work, f"{sink}-{label}")
+                    node = f"//bench/{sink}-{label}"
+                    client.create("map_node", node, recursive=True)
+                    now = source if label != "warm" else source + "-warm"
+                    frame = lambda: files_throughput.stream(spark, now)  # noqa: E731
+                    start = module.paths(frame, emulator.url, config, folder, f"{node}/t")[name]
+                    query = start()
+                    query.awaitTermination()
+                    if query.exception():
+                        raise RuntimeError(f"{name}: {query.exception()}")
+                    drop(client, node)
+                    shutil.rmtree(folder, ignore_errors=True)
+
+                return run
+
+            results[sink] = measure({n: runner(n) for n in module.NAMES}, repeat, progress, warm)
+        return results
+    finally:
+        emulator.stop()
+
+
+def drop(client: Any, node: str) -> None:
+    """Remove a run's folder (its dynamic tables unmounted first, as YT requires)."""
+    for child in client.list(node, attributes=["dynamic"]):
+        if child.attributes.get("dynamic"):
+            client.unmount_table(f"{node}/{child}", sync=True)
+    client.remove(node, recursive=True, force=True)
+
+
+def throughput_table(
+    results: dict[str, dict[str, Timings]], batches: int, rows: int, repeat: int
+) -> Table:
+    total = batches * rows
+    body = []
+    for sink, _, bare_name in STREAMS:
+        bare = results[sink][bare_name]
+        for name, t in results[sink].items():
+            body.append(
+                (
+                    name,
+                    f"{total / t.best:,.0f}",
+                    f"{t.best:.1f} / {t.median:.1f}",
+                    ratio(t.spread),
+                    ratio(bare.best / t.best),
+                )
+            )
+    return Table(
+        f"Throughput into YT: {batches} x {rows:,} rows x 5 columns (emulator process)",
+        ("path", "rows/s (best)", "seconds best / median", "spread (worst / best)", "vs bare loop"),
+        tuple(body),
+        (
+            f"Best of {repeat}, runs interleaved. The bare loops write the same rows from the "
+            "same Spark tasks with the same client and the same row conversion, with no "
+            "protocol; the emulator is one Python process on the same cores, so both sides "
+            "are bounded by it.",
+        ),
+    )

@@ -85,6 +85,9 @@ class DynTable:
         self.sorted_keys = SortedKeys()  # the keys (sort tuples) in order
         self.key_values = {}  # sort tuple -> original key values
         self.last_commit_ts = 0
+        #: Keys whose newest version is a row (not a deletion): ``@row_count`` without a scan,
+        #: as YT keeps it (a ``get`` of any attribute computes them all).
+        self.live_rows = 0
 
     def clone_for(self, node: Node):
         """A copy of this table's data for ``node`` (``copy`` of a frozen or unmounted table)."""
@@ -92,6 +95,7 @@ class DynTable:
         c.store = {k: list(v) for k, v in self.store.items()}
         c.sorted_keys = self.sorted_keys.copy()
         c.key_values = dict(self.key_values)
+        c.live_rows = self.live_rows
         for t, src in zip(c.tablets, self.tablets):
             t.rows = list(src.rows)
             t.trimmed = src.trimmed
@@ -344,6 +348,7 @@ class DynTable:
             self.store[skey] = versions
             self.sorted_keys.add(skey)
         versions.append((commit_ts, new))
+        self.live_rows += (new is not None) - (prev is not None)
         if len(versions) > 4:
             # Drop versions no active transaction can read any more (older than the
             # newest version at or below the oldest active start timestamp).

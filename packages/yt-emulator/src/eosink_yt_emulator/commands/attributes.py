@@ -113,11 +113,7 @@ class AttributeReads(CommandsBase):
             a["dynamic"] = node.dyn is not None
             if node.dyn is not None:
                 dyn = node.dyn
-                rows = (
-                    sum(len(t.rows) for t in dyn.tablets)
-                    if not dyn.sorted
-                    else len(list(dyn.scan(2**62)))
-                )
+                rows = sum(len(t.rows) for t in dyn.tablets) if not dyn.sorted else dyn.live_rows
                 a["row_count"] = rows
                 a["chunk_count"] = 1 if rows else 0
                 a["tablet_state"] = dyn.table_state()

@@ -1,0 +1,104 @@
+"""The paths of a Spark stream into a YT static table, for the report's YT throughput section.
+
+Each path is a streaming query over the same stream into a table of its own, from a fresh
+checkpoint:
+
+* ``yt-static, data source``: ``format("eosink-yt-static")``;
+* ``yt-static, foreachBatch``: ``foreachBatch(eosink.foreach_batch(YtStaticSink(...)))``;
+* ``bare write_table loop``: the anchor, in ``foreachBatch``: every Spark task appends its rows
+  to the table with ``write_table`` (``append=true``, which takes a shared lock, so the tasks
+  append side by side), converted by the same ``yt_rows`` as the sink's: the same requests with
+  no transaction tree, no staging table and no proof.
+
+Both sides write the same rows through the same client over HTTP, so the ratio is the cost of
+the protocol (transactions, the staging table, the commit's merge and move).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+import eosink
+from eosink_yt_static.sink import YtStaticSink
+
+DATA_SOURCE = "yt-static, data source"
+FOREACH_BATCH = "yt-static, foreachBatch"
+BARE = "bare `write_table` loop, foreachBatch"
+#: The paths, in the order they run.
+NAMES = (DATA_SOURCE, FOREACH_BATCH, BARE)
+
+
+def append_partition(
+    config: dict[str, Any], path: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` function: append the task's rows to ``path``; yields its row count."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from eosink_yt_common import yt_rows
+        from yt.wrapper import TablePath, YtClient
+
+        client = YtClient(config=config)
+        rows = 0
+        for batch in batches:
+            if batch.num_rows:
+                client.write_table(TablePath(path, append=True), yt_rows(batch))
+                rows += batch.num_rows
+        yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+    return run
+
+
+def paths(
+    frame: Callable[[], Any], proxy: str, config: dict[str, Any], folder: str, table: str
+) -> dict[str, Callable[[], Any]]:
+    """name -> start() of each path writing the stream of ``frame()`` into ``table`` + suffix.
+
+    ``frame`` returns the streaming DataFrame; ``config`` is the YT client configuration of
+    every side (the emulator's, with patient request timeouts); checkpoints go under ``folder``.
+    """
+    options = {
+        "proxy": proxy,
+        "proxy_discovery": False,
+        "client_config": config,
+    }
+
+    def writer(name: str) -> Any:
+        return (
+            frame()
+            .writeStream.trigger(availableNow=True)
+            .option("checkpointLocation", f"{folder}/{name}-ckpt")
+        )
+
+    def data_source() -> Any:
+        return (
+            writer("ds")
+            .format("eosink-yt-static")
+            .option("writerId", "bench")
+            .option("proxy", proxy)
+            .option("proxyDiscovery", "false")
+            .option("clientConfig", json.dumps(config))
+            .option("path", f"{table}_ds")
+            .start()
+        )
+
+    def foreach_batch() -> Any:
+        sink = YtStaticSink(path=f"{table}_fb", **options)
+        return writer("fb").foreachBatch(eosink.foreach_batch(sink, writer_id="bench")).start()
+
+    def bare() -> Any:
+        from yt.wrapper import YtClient
+
+        target = f"{table}_bare"
+        YtClient(config=config).create("table", target, ignore_existing=True)
+        append = append_partition(config, target)
+
+        def each_batch(df: Any, _batch_id: int) -> None:
+            df.mapInArrow(append, "rows long").collect()
+
+        return writer("bare").foreachBatch(each_batch).start()
+
+    return {DATA_SOURCE: data_source, FOREACH_BATCH: foreach_batch, BARE: bare}
