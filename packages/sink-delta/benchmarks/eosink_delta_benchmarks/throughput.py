@@ -49,6 +49,30 @@ def timed(start: Callable[[], Any]) -> float:
     return time.perf_counter() - began
 
 
+def data_source(
+    stream: Callable[[], Any],
+    out: Callable[[str], tuple[str, str]],
+    source: str,
+    options: dict[str, str] | None = None,
+) -> Callable[[], Any]:
+    """A run through the Spark data source ``source`` (e.g. ``eosink-delta``) into
+    ``out(source)``, with the data source's ``options``."""
+
+    def start() -> Any:
+        target, ckpt = out(source)
+        return (
+            stream()
+            .format(source)
+            .option("writerId", "bench")
+            .option("path", target)
+            .option("checkpointLocation", ckpt)
+            .options(**(options or {}))
+            .start()
+        )
+
+    return start
+
+
 def delta_paths(
     stream: Callable[[], Any],
     out: Callable[[str], tuple[str, str]],
@@ -61,18 +85,6 @@ def delta_paths(
     (table, checkpoint) pair; ``timer`` a plugin added to the foreachBatch runs.
     """
     options = {"partitionBy": ",".join(partition_by)} if partition_by else {}
-
-    def delta_source() -> Any:
-        target, ckpt = out("eosink-delta")
-        return (
-            stream()
-            .format("eosink-delta")
-            .option("writerId", "bench")
-            .option("path", target)
-            .option("checkpointLocation", ckpt)
-            .options(**options)
-            .start()
-        )
 
     def delta_foreach(file_writer: str) -> Callable[[], Any]:
         def start() -> Any:
@@ -87,7 +99,7 @@ def delta_paths(
         return start
 
     return {
-        "eosink-delta (data source)": delta_source,
+        "eosink-delta (data source)": data_source(stream, out, "eosink-delta", options),
         "eosink-delta (fB, arrow)": delta_foreach("arrow"),
         "eosink-delta (fB, spark)": delta_foreach("spark"),
     }
@@ -114,17 +126,6 @@ def files_paths(stream: Callable[[], Any], out: Callable[[str], tuple[str, str]]
         print(f"eosink-files not available: {exc}")
         return {}
 
-    def files_source() -> Any:
-        target, ckpt = out("eosink-files")
-        return (
-            stream()
-            .format("eosink-files")
-            .option("writerId", "bench")
-            .option("path", target)
-            .option("checkpointLocation", ckpt)
-            .start()
-        )
-
     def files_foreach(engine: str) -> Callable[[], Any]:
         def start() -> Any:
             target, ckpt = out(f"eosink-files-fb-{engine}")
@@ -135,7 +136,7 @@ def files_paths(stream: Callable[[], Any], out: Callable[[str], tuple[str, str]]
         return start
 
     return {
-        "eosink-files (data source)": files_source,
+        "eosink-files (data source)": data_source(stream, out, "eosink-files"),
         "eosink-files (fB, arrow)": files_foreach("arrow"),
         "eosink-files (fB, spark)": files_foreach("spark"),
     }
