@@ -25,7 +25,6 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,18 +34,9 @@ import eosink
 from eosink.testing.hook_timer import HookTimer
 from eosink.testing.s3 import s3_server
 from eosink.testing.spark import local_spark
-from eosink.testing.stream_input import SCHEMA, write_stream_input
+from eosink.testing.stream_input import SCHEMA, timed_query, write_stream_input
 
 FILES_PER_BATCH = 2  # one task per file: every core gets work
-
-
-def timed(start: Callable[[], Any]) -> float:
-    began = time.perf_counter()
-    query = start()
-    query.awaitTermination()
-    if query.exception():
-        raise RuntimeError(str(query.exception()))
-    return time.perf_counter() - began
 
 
 def data_source(
@@ -259,10 +249,10 @@ def measure(args: argparse.Namespace, endpoint: Any) -> None:
         runs.update(s3_paths(stream, out, endpoint, s3_tables))
 
     for start in runs.values():  # warm-up: JIT, imports, Python workers of every path
-        timed(start)
+        timed_query(start)
     reading[0] = source
     timer.clear()
-    seconds = {name: timed(start) for name, start in runs.items()}
+    seconds = {name: timed_query(start) for name, start in runs.items()}
     check_counts(work, s3_tables, endpoint, total)
     print_table(args, seconds, total, timer)
     spark.stop()

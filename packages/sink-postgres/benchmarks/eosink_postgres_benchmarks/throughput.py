@@ -37,7 +37,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +47,7 @@ import eosink
 from eosink.testing.hook_timer import HookTimer
 from eosink.testing.postgres import postgres_server_running
 from eosink.testing.spark import local_spark
-from eosink.testing.stream_input import write_stream_input
+from eosink.testing.stream_input import timed_query, write_stream_input
 from eosink_postgres_benchmarks.streams import (
     BARE_COPY,
     EOSINK_FB,
@@ -80,15 +79,6 @@ def missing_jar_note() -> str:
         "left out; give one with --jdbc-jar, or fetch org.postgresql:postgresql into the local "
         "Maven cache"
     )
-
-
-def timed(start: Callable[[], Any]) -> float:
-    began = time.perf_counter()
-    query = start()
-    query.awaitTermination()
-    if query.exception():
-        raise RuntimeError(str(query.exception()))
-    return time.perf_counter() - began
 
 
 @attrs.define
@@ -164,13 +154,13 @@ def measure(
     try:
         for name, start in runs.items() if warm else ():  # JVM, Python workers, connections
             step(f"warm-up: {name}")
-            timed(start)
+            timed_query(start)
         paths.source = source
         timer.clear()
         for round_ in range(repeat):
             for name, start in runs.items():
                 step(f"run {round_ + 1}/{repeat}: {name}")
-                results.seconds.setdefault(name, []).append(timed(start))
+                results.seconds.setdefault(name, []).append(timed_query(start))
                 results.loads.setdefault(name, []).append(os.getloadavg()[0])
                 if name in TABLES:
                     check_rows(server.url(), name, results.total)

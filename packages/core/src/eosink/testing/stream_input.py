@@ -1,4 +1,5 @@
-"""The input of the throughput benchmarks' streams: Parquet parts of 5 typed columns.
+"""The throughput benchmarks' streams: their input, Parquet parts of 5 typed columns, and the
+wall time of a query over it.
 
 Every sink's throughput benchmark reads the same stream (``maxFilesPerTrigger`` parts a
 micro-batch), so that their figures compare: ids counting up from 0, and a string, a double,
@@ -8,6 +9,9 @@ a date and a UTC timestamp column derived from them.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,3 +43,14 @@ def write_stream_input(folder: str, batches: int, rows: int, files_per_batch: in
     for part in range(batches * files_per_batch):
         table = stream_rows(part * rows, rows)
         pq.write_table(table, os.path.join(folder, f"part-{part:03d}.parquet"))
+
+
+def timed_query(start: Callable[[], Any]) -> float:
+    """Seconds from ``start()`` (which starts a streaming query, e.g. with an ``availableNow``
+    trigger) to the query's end; raises if the query failed."""
+    began = time.perf_counter()
+    query = start()
+    query.awaitTermination()
+    if query.exception():
+        raise RuntimeError(str(query.exception()))
+    return time.perf_counter() - began
