@@ -27,6 +27,7 @@ from eosink.testing.hook_timer import EXACTLY_ONCE_HOOKS as HOOKS
 from eosink.testing.hook_timer import HookTimer
 from eosink.testing.s3 import s3_server
 
+
 def costs(sink: DeltaSink, batches: int) -> list[dict[str, float]]:
     out = []
     for batch in range(batches):

@@ -196,8 +196,7 @@ def print_table(
     median_ms = statistics.median(commits) * 1000 if commits else float("nan")
     print(
         f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
-        f"over {len(commits)} batches; all: "
-        + ", ".join(f"{d * 1000:.0f}" for d in commits)
+        f"over {len(commits)} batches; all: " + ", ".join(f"{d * 1000:.0f}" for d in commits)
     )
 
 
