@@ -230,3 +230,29 @@ def _cluster_tests(package, extra, namespaces, cluster_packages):
         # The timeouts of the batch's files add up (4 files: 40 min for the one process).
         timeout=600,
     )
+
+
+def eosink_benchmark(*, name, entry_point, dists=(), dependencies=(), spark=False):
+    """One program of a package's benchmarks/ folder (``./pants run <folder>:<name>``), beside
+    that folder's python_sources(name="lib").
+
+    entry_point:  the program, e.g. "eosink_delta_benchmarks/history.py:main"
+    dists:        the packages (folder names under packages/) whose distributions the PEX
+                  installs besides eosink's, e.g. ("sink-delta",): installed, not loose
+                  sources, so that their eosink.sinks entry points (and with them the
+                  eosink-<name> Spark data sources) are there
+    dependencies: what else the program needs, e.g. the loopback S3 server's moto and boto3
+    spark:        a real venv: Spark starts its Python workers with sys.executable, and they
+                  must import the same packages
+    """
+    pex_binary(
+        name=name,
+        entry_point=entry_point,
+        dependencies=[
+            ":lib",
+            "packages/core/src:dist",
+            *[f"packages/{dist}/src:dist" for dist in dists],
+            *dependencies,
+        ],
+        **({"execution_mode": "venv"} if spark else {}),
+    )

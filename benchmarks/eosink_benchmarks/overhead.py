@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pyarrow as pa
 
-from eosink.plugin import BatchContext, hookimpl
+from eosink.plugin import BatchContext
 from eosink.testing import run_batch
+from eosink.testing.hook_timer import HookTimer
 from eosink.testing.local import LocalRunner
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, verdict
@@ -28,28 +28,6 @@ from eosink_benchmarks.timing import percentile
 ROWS = 1_000
 PARTITIONS = 2
 LIMIT_MS = 20.0
-
-
-class ExactlyOnceTimer:
-    """Adds up the time of ``is_committed`` and ``commit`` of the batch in flight."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-
-    def _timed(self) -> Generator[None, Any, Any]:
-        started = time.perf_counter()
-        try:
-            return (yield)
-        finally:
-            self.total += time.perf_counter() - started
-
-    @hookimpl(wrapper=True)
-    def is_committed(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed())
-
-    @hookimpl(wrapper=True)
-    def commit(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed())
 
 
 @attrs.frozen
@@ -117,6 +95,20 @@ def sinks(work: str, emu: Any) -> dict[str, tuple[Any, Callable[[int], list]]]:
     }
 
 
+def measure(name: str, sink: Any, data: Callable[[int], list], batches: int) -> Overhead:
+    """``is_committed`` + ``commit`` of ``batches`` batches of ``sink`` after one warm-up batch,
+    ``data(batch)`` the partitions of each."""
+    timer, ms = HookTimer(("is_committed", "commit")), []
+    for batch in range(batches + 1):
+        parts = data(batch)
+        ctx = BatchContext(sink.name, "bench", batch, query_id="q")
+        outcome = run_batch(sink, ctx, parts[0][0].schema, LocalRunner(parts), plugins=[timer])
+        assert outcome.status == "committed", (name, outcome)
+        if batch:
+            ms.append(timer.total() * 1000)
+    return Overhead(name, tuple(ms))
+
+
 def run(work: str, batches: int, progress: Progress) -> list[Overhead]:
     """``batches`` measured batches per sink after one warm-up batch."""
     from eosink_yt_emulator.server import YtEmulator
@@ -129,18 +121,7 @@ def run(work: str, batches: int, progress: Progress) -> list[Overhead]:
         logging.getLogger("Yt").setLevel(logging.WARNING)  # after the clients set it up
         for name, (sink, data) in measured.items():
             progress.step(f"{name}: 1 warm-up + {batches} batches")
-            timer, ms = ExactlyOnceTimer(), []
-            for batch in range(batches + 1):
-                parts = data(batch)
-                timer.total = 0.0
-                ctx = BatchContext(sink.name, "bench", batch, query_id="q")
-                outcome = run_batch(
-                    sink, ctx, parts[0][0].schema, LocalRunner(parts), plugins=[timer]
-                )
-                assert outcome.status == "committed", (name, outcome)
-                if batch:
-                    ms.append(timer.total * 1000)
-            results.append(Overhead(name, tuple(ms)))
+            results.append(measure(name, sink, data, batches))
     finally:
         emu.stop()
     return results

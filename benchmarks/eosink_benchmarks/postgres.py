@@ -21,7 +21,8 @@ from eosink_postgres_benchmarks import history as postgres_history
 from eosink_postgres_benchmarks import streams as postgres_streams
 from eosink_postgres_benchmarks import throughput as postgres_throughput
 
-from eosink_benchmarks.overhead import ExactlyOnceTimer, Overhead, plain_rows
+from eosink_benchmarks.overhead import Overhead, plain_rows
+from eosink_benchmarks.overhead import measure as measure_overhead
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio
 
@@ -146,25 +147,12 @@ def overhead(work: str, batches: int, progress: Progress) -> Overhead:
     batches and timer as every other sink of section 2."""
     from eosink_postgres.sink import PostgresSink
 
-    from eosink.plugin import BatchContext
-    from eosink.testing import run_batch
-    from eosink.testing.local import LocalRunner
     from eosink.testing.postgres import postgres_server_running
 
     progress.step(f"eosink-postgres: 1 warm-up + {batches} batches")
-    ms = []
     with postgres_server_running() as server:
         sink = PostgresSink(url=server.url(), table="public.overhead")
-        timer = ExactlyOnceTimer()
-        for batch in range(batches + 1):
-            parts = plain_rows(batch)
-            timer.total = 0.0
-            ctx = BatchContext(sink.name, "bench", batch, query_id="q")
-            outcome = run_batch(sink, ctx, parts[0][0].schema, LocalRunner(parts), plugins=[timer])
-            assert outcome.status == "committed", outcome
-            if batch:
-                ms.append(timer.total * 1000)
-    return Overhead("eosink-postgres", tuple(ms))
+        return measure_overhead("eosink-postgres", sink, plain_rows, batches)
 
 
 def history(sizes: list[int], batches: int, progress: Progress) -> tuple[list[Table], list[Target]]:

@@ -32,7 +32,6 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Generator
 from typing import Any
 
 import structlog
@@ -41,36 +40,7 @@ from delta_history import age_log, copy_table, synthesize
 from eosink_delta import snapshot
 from eosink_delta.sink import DeltaSink
 
-from eosink.plugin import hookimpl
-
-
-class HookTimer:
-    """Sums the driver hooks' time per batch; drops the kept snapshot first if ``reopen``."""
-
-    def __init__(self, uri: str, reopen: bool) -> None:
-        self.uri, self.reopen, self.total, self.cpu = uri, reopen, 0.0, 0.0
-
-    def _timed(self) -> Generator[None, Any, Any]:
-        if self.reopen:
-            snapshot.forget(self.uri)
-        started, cpu = time.perf_counter(), time.process_time()
-        try:
-            return (yield)
-        finally:
-            self.total += time.perf_counter() - started
-            self.cpu += time.process_time() - cpu
-
-    @hookimpl(wrapper=True)
-    def is_committed(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed())
-
-    @hookimpl(wrapper=True)
-    def init(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed())
-
-    @hookimpl(wrapper=True)
-    def commit(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed())
+from eosink.testing.hook_timer import HookTimer
 
 
 def batch_costs(
@@ -82,12 +52,14 @@ def batch_costs(
     sink = DeltaSink(path=path)
     costs = []
     for batch in range(first, first + batches):
-        timer = HookTimer(sink.uri, reopen)
+        # reopen: what the sink keeps is dropped before every hook, outside its time
+        forget = (lambda: snapshot.forget(sink.uri)) if reopen else None
+        timer = HookTimer(("is_committed", "init", "commit"), before=forget, cpu=True)
         outcome = run(sink, batch, [rows(batch, 2)], plugins=(timer,))
         assert outcome.status == "committed", outcome
-        costs.append(timer.total * 1000)
+        costs.append(timer.total() * 1000)
         if cpu is not None:
-            cpu.append(timer.cpu * 1000)
+            cpu.append(timer.cpu_total() * 1000)
     return costs
 
 

@@ -18,52 +18,22 @@ import argparse
 import logging
 import statistics
 import tempfile
-import time
-from collections.abc import Generator
-from typing import Any
 
 import structlog
 from delta_helpers import rows, run
 from eosink_delta.sink import DeltaSink
 
-from eosink.plugin import hookimpl
+from eosink.testing.hook_timer import EXACTLY_ONCE_HOOKS as HOOKS
+from eosink.testing.hook_timer import HookTimer
 from eosink.testing.s3 import s3_server
-
-HOOKS = ("is_committed", "init", "commit")
-
-
-class HookTimer:
-    """Milliseconds of each driver hook of one batch."""
-
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-
-    def _timed(self, hook: str) -> Generator[None, Any, Any]:
-        started = time.perf_counter()
-        try:
-            return (yield)
-        finally:
-            self.ms[hook] = (time.perf_counter() - started) * 1000
-
-    @hookimpl(wrapper=True)
-    def is_committed(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed("is_committed"))
-
-    @hookimpl(wrapper=True)
-    def init(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed("init"))
-
-    @hookimpl(wrapper=True)
-    def commit(self) -> Generator[None, Any, Any]:
-        return (yield from self._timed("commit"))
 
 
 def costs(sink: DeltaSink, batches: int) -> list[dict[str, float]]:
     out = []
     for batch in range(batches):
-        timer = HookTimer()
+        timer = HookTimer(HOOKS)
         assert run(sink, batch, [rows(batch, 2)], plugins=(timer,)).status == "committed"
-        out.append(timer.ms)
+        out.append({hook: seconds * 1000 for hook, seconds in timer.current.items()})
     return out
 
 

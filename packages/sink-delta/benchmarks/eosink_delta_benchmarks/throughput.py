@@ -25,69 +25,42 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import structlog
 
 import eosink
-from eosink.plugin import hookimpl
+from eosink.testing.hook_timer import HookTimer
 from eosink.testing.s3 import s3_server
 from eosink.testing.spark import local_spark
-
-SCHEMA = "id long, name string, amount double, day date, ts timestamp"
-
+from eosink.testing.stream_input import SCHEMA, timed_query, write_stream_input
 
 FILES_PER_BATCH = 2  # one task per file: every core gets work
 
 
-def make_source(folder: str, batches: int, rows: int) -> None:
-    os.makedirs(folder)
-    rows //= FILES_PER_BATCH
-    for b in range(batches * FILES_PER_BATCH):
-        start = b * rows
-        ids = pa.array(range(start, start + rows), pa.int64())
-        table = pa.table(
-            {
-                "id": ids,
-                "name": pa.array([f"name-{i % 10_000}" for i in range(start, start + rows)]),
-                "amount": pa.array([i * 0.25 for i in range(start, start + rows)], pa.float64()),
-                "day": pa.array([19_000 + (i % 30) for i in range(rows)], pa.int32()).cast(
-                    pa.date32()
-                ),
-                "ts": pa.array(
-                    [1_700_000_000_000_000 + i * 1_000 for i in range(rows)], pa.int64()
-                ).cast(pa.timestamp("us", tz="UTC")),
-            }
+def data_source(
+    stream: Callable[[], Any],
+    out: Callable[[str], tuple[str, str]],
+    source: str,
+    options: dict[str, str] | None = None,
+) -> Callable[[], Any]:
+    """A run through the Spark data source ``source`` (e.g. ``eosink-delta``) into
+    ``out(source)``, with the data source's ``options``."""
+
+    def start() -> Any:
+        target, ckpt = out(source)
+        return (
+            stream()
+            .format(source)
+            .option("writerId", "bench")
+            .option("path", target)
+            .option("checkpointLocation", ckpt)
+            .options(**(options or {}))
+            .start()
         )
-        pq.write_table(table, os.path.join(folder, f"part-{b:03d}.parquet"))
 
-
-class CommitTimer:
-    """A cross-cutting plugin: the duration of every commit hook."""
-
-    def __init__(self) -> None:
-        self.durations: list[float] = []
-
-    @hookimpl(wrapper=True)
-    def commit(self):  # noqa: ANN201
-        started = time.perf_counter()
-        try:
-            return (yield)
-        finally:
-            self.durations.append(time.perf_counter() - started)
-
-
-def timed(start: Callable[[], Any]) -> float:
-    began = time.perf_counter()
-    query = start()
-    query.awaitTermination()
-    if query.exception():
-        raise RuntimeError(str(query.exception()))
-    return time.perf_counter() - began
+    return start
 
 
 def delta_paths(
@@ -103,18 +76,6 @@ def delta_paths(
     """
     options = {"partitionBy": ",".join(partition_by)} if partition_by else {}
 
-    def delta_source() -> Any:
-        target, ckpt = out("eosink-delta")
-        return (
-            stream()
-            .format("eosink-delta")
-            .option("writerId", "bench")
-            .option("path", target)
-            .option("checkpointLocation", ckpt)
-            .options(**options)
-            .start()
-        )
-
     def delta_foreach(file_writer: str) -> Callable[[], Any]:
         def start() -> Any:
             target, ckpt = out(f"eosink-delta-fb-{file_writer}")
@@ -128,7 +89,7 @@ def delta_paths(
         return start
 
     return {
-        "eosink-delta (data source)": delta_source,
+        "eosink-delta (data source)": data_source(stream, out, "eosink-delta", options),
         "eosink-delta (fB, arrow)": delta_foreach("arrow"),
         "eosink-delta (fB, spark)": delta_foreach("spark"),
     }
@@ -155,17 +116,6 @@ def files_paths(stream: Callable[[], Any], out: Callable[[str], tuple[str, str]]
         print(f"eosink-files not available: {exc}")
         return {}
 
-    def files_source() -> Any:
-        target, ckpt = out("eosink-files")
-        return (
-            stream()
-            .format("eosink-files")
-            .option("writerId", "bench")
-            .option("path", target)
-            .option("checkpointLocation", ckpt)
-            .start()
-        )
-
     def files_foreach(engine: str) -> Callable[[], Any]:
         def start() -> Any:
             target, ckpt = out(f"eosink-files-fb-{engine}")
@@ -176,7 +126,7 @@ def files_paths(stream: Callable[[], Any], out: Callable[[str], tuple[str, str]]
         return start
 
     return {
-        "eosink-files (data source)": files_source,
+        "eosink-files (data source)": data_source(stream, out, "eosink-files"),
         "eosink-files (fB, arrow)": files_foreach("arrow"),
         "eosink-files (fB, spark)": files_foreach("spark"),
     }
@@ -227,7 +177,7 @@ def check_counts(work: str, s3_tables: dict[str, str], endpoint: Any, total: int
 
 
 def print_table(
-    args: argparse.Namespace, seconds: dict[str, float], total: int, timer: CommitTimer
+    args: argparse.Namespace, seconds: dict[str, float], total: int, timer: HookTimer
 ) -> None:
     base = seconds["spark parquet (built-in)"]
     print(f"\n{args.batches} micro-batches x {args.rows:,} rows x 5 columns, local[{args.cores}]")
@@ -242,11 +192,11 @@ def print_table(
         local = seconds.get(name.replace(", S3", ""))  # the same front door on local disk
         vs_local = f"{local / s:8.2f}x" if local and name.endswith("S3)") else ""
         print(f"{name:34} {s:8.1f} {total / s:12,.0f} {base / s:8.2f}x {vs_files:>9} {vs_local:>9}")
-    median_ms = statistics.median(timer.durations) * 1000 if timer.durations else float("nan")
+    commits = timer.seconds("commit")
+    median_ms = statistics.median(commits) * 1000 if commits else float("nan")
     print(
         f"\ndelta commit (driver, commit hook) median: {median_ms:.1f} ms "
-        f"over {len(timer.durations)} batches; all: "
-        + ", ".join(f"{d * 1000:.0f}" for d in timer.durations)
+        f"over {len(commits)} batches; all: " + ", ".join(f"{d * 1000:.0f}" for d in commits)
     )
 
 
@@ -255,14 +205,14 @@ def measure(args: argparse.Namespace, endpoint: Any) -> None:
     work = args.workdir or tempfile.mkdtemp(prefix="eosink-delta-bench-")
     source = os.path.join(work, "source")
     if not os.path.exists(source):
-        make_source(source, args.batches, args.rows)
+        write_stream_input(source, args.batches, args.rows, FILES_PER_BATCH)
     spark = local_spark(cores=args.cores)
     eosink.register_data_sources(spark)
     total = args.batches * args.rows
 
     warm_source = os.path.join(work, "warm-source")
     if not os.path.exists(warm_source):
-        make_source(warm_source, 1, 20_000)
+        write_stream_input(warm_source, 1, 20_000, FILES_PER_BATCH)
     reading = [warm_source]  # the warm-up runs read a small source first
 
     def stream() -> Any:
@@ -291,17 +241,17 @@ def measure(args: argparse.Namespace, endpoint: Any) -> None:
 
     runs: dict[str, Callable[[], Any]] = {"spark parquet (built-in)": spark_parquet}
     runs.update(files_paths(stream, out, work))
-    timer = CommitTimer()
+    timer = HookTimer(("commit",))
     runs.update(delta_paths(stream, out, timer))
     s3_tables: dict[str, str] = {}
     if endpoint is not None:
         runs.update(s3_paths(stream, out, endpoint, s3_tables))
 
     for start in runs.values():  # warm-up: JIT, imports, Python workers of every path
-        timed(start)
+        timed_query(start)
     reading[0] = source
-    timer.durations.clear()
-    seconds = {name: timed(start) for name, start in runs.items()}
+    timer.clear()
+    seconds = {name: timed_query(start) for name, start in runs.items()}
     check_counts(work, s3_tables, endpoint, total)
     print_table(args, seconds, total, timer)
     spark.stop()

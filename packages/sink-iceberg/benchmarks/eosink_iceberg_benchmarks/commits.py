@@ -32,6 +32,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -39,35 +40,20 @@ import pyarrow as pa
 
 from eosink.plugin import BatchContext, hookimpl
 from eosink.testing import run_batch
+from eosink.testing.hook_timer import HookTimer
 from eosink.testing.local import LocalRunner
 
 
-class PhaseClock:
-    """Times every phase of a batch (a pluggy wrapper, as the core's own logging does) and
-    keeps the files the batch committed (for the anchor)."""
+class CommittedFiles:
+    """Keeps the files the batch commits (for the anchor); a wrapper, as it must see them."""
 
     def __init__(self) -> None:
-        self.times: dict[str, float] = {}
         self.files: list[Any] = []
 
-    def _timed(self, name: str):
-        start = time.perf_counter()
-        result = yield
-        self.times[name] = time.perf_counter() - start
-        return result
-
     @hookimpl(wrapper=True)
-    def is_committed(self):
-        return (yield from self._timed("is_committed"))
-
-    @hookimpl(wrapper=True)
-    def init(self):
-        return (yield from self._timed("init"))
-
-    @hookimpl(wrapper=True)
-    def commit(self, messages):
+    def commit(self, messages: list[Any]) -> Generator[None, Any, Any]:
         self.files = [f for m in messages for f in m.files]
-        return (yield from self._timed("commit"))
+        return (yield)
 
 
 def batch_rows(batch: int, rows: int) -> pa.RecordBatch:
@@ -155,12 +141,12 @@ def measure(
     last_window = range(batches - window, batches)
     samples: dict[int, dict[str, float]] = {}
     for batch in range(batches):
-        clock = PhaseClock()
+        clock, committed = HookTimer(("is_committed", "init", "commit")), CommittedFiles()
         part = batch_rows(batch, rows)
         ctx = BatchContext(sink="iceberg", writer_id="bench", batch_id=batch, query_id="q")
         start = time.perf_counter()
-        run_batch(sink, ctx, part.schema, LocalRunner([[part]]), plugins=[clock])
-        took = {**clock.times, "batch": time.perf_counter() - start}
+        run_batch(sink, ctx, part.schema, LocalRunner([[part]]), plugins=[clock, committed])
+        took = {**clock.current, "batch": time.perf_counter() - start}
         if batch == 0:
             if merge_manifests:
                 with load(sink.options).transaction() as txn:
@@ -175,8 +161,8 @@ def measure(
         if anchor is not None and (measured or not bounded):
             if bounded and batch == last_window.start:
                 for _ in range(keep_snapshots):  # the anchor's history as long as the sink's
-                    anchor.append(clock.files)
-            took["anchor"] = anchor.append(clock.files)
+                    anchor.append(committed.files)
+            took["anchor"] = anchor.append(committed.files)
         if measured:
             samples[batch] = took
         if expire_every and batch % expire_every == expire_every - 1:

@@ -27,36 +27,11 @@ import pyarrow as pa
 import structlog
 
 import eosink
-from eosink.plugin import BatchContext, hookimpl
+from eosink.plugin import BatchContext
 from eosink.testing import run_batch
+from eosink.testing.hook_timer import HookTimer
 from eosink.testing.local import LocalRunner
 from eosink.testing.postgres import postgres_server_running
-
-
-class DriverTimer:
-    """A cross-cutting plugin: the driver's time in the exactly-once hooks of one batch."""
-
-    def __init__(self) -> None:
-        self.spent = 0.0
-
-    def _timed(self):  # noqa: ANN202
-        started = time.perf_counter()
-        try:
-            return (yield)
-        finally:
-            self.spent += time.perf_counter() - started
-
-    @hookimpl(wrapper=True)
-    def is_committed(self):  # noqa: ANN201
-        return (yield from self._timed())
-
-    @hookimpl(wrapper=True)
-    def init(self):  # noqa: ANN201
-        return (yield from self._timed())
-
-    @hookimpl(wrapper=True)
-    def commit(self):  # noqa: ANN201
-        return (yield from self._timed())
 
 
 def partitions_of(batch_id: int, partitions: int, rows: int) -> list[list[pa.RecordBatch]]:
@@ -68,17 +43,22 @@ def partitions_of(batch_id: int, partitions: int, rows: int) -> list[list[pa.Rec
     return out
 
 
+def one_batch(sink: Any, batch_id: int, rows: int, partitions: int) -> tuple[float, float]:
+    """One batch of the writer: the driver's seconds in its exactly-once hooks, and the whole
+    batch's."""
+    timer = HookTimer()  # is_committed + init + commit
+    ctx = BatchContext(sink="postgres", writer_id="bench", batch_id=batch_id)
+    data = partitions_of(batch_id, partitions, rows)
+    began = time.perf_counter()
+    outcome = run_batch(sink, ctx, data[0][0].schema, LocalRunner(data), plugins=[timer])
+    whole = time.perf_counter() - began
+    assert outcome.status == "committed", outcome
+    return timer.total(), whole
+
+
 def run_batches(sink: Any, first: int, count: int, rows: int, partitions: int) -> list[float]:
     """Batches ``first`` .. ``first + count - 1`` of one writer; the driver's seconds of each."""
-    driver = []
-    for batch_id in range(first, first + count):
-        timer = DriverTimer()
-        ctx = BatchContext(sink="postgres", writer_id="bench", batch_id=batch_id)
-        data = partitions_of(batch_id, partitions, rows)
-        outcome = run_batch(sink, ctx, data[0][0].schema, LocalRunner(data), plugins=[timer])
-        assert outcome.status == "committed", outcome
-        driver.append(timer.spent)
-    return driver
+    return [one_batch(sink, b, rows, partitions)[0] for b in range(first, first + count)]
 
 
 def synthesize_history(url: str, at: int, rows: int = 100, partitions: int = 2) -> Any:
@@ -149,13 +129,9 @@ def main() -> None:
         sink = eosink.sink("postgres", url=server.url(), table="public.history")
         driver, whole = [], []
         for batch_id in range(args.batches):
-            timer = DriverTimer()
-            ctx = BatchContext(sink="postgres", writer_id="bench", batch_id=batch_id)
-            data = partitions_of(batch_id, args.partitions, args.rows)
-            began = time.perf_counter()
-            run_batch(sink, ctx, data[0][0].schema, LocalRunner(data), plugins=[timer])
-            whole.append(time.perf_counter() - began)
-            driver.append(timer.spent)
+            spent, took = one_batch(sink, batch_id, args.rows, args.partitions)
+            driver.append(spent)
+            whole.append(took)
             if (batch_id + 1) % 1_000 == 0:
                 recent = statistics.median(driver[-100:]) * 1000
                 print(f"batch {batch_id + 1}: driver {recent:.1f} ms", file=sys.stderr)

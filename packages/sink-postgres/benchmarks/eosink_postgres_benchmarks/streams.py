@@ -12,8 +12,8 @@ from typing import Any
 import pyarrow as pa
 
 import eosink
+from eosink.testing.stream_input import SCHEMA
 
-SCHEMA = "id long, name string, amount double, day date, ts timestamp"
 FILES_PER_BATCH = 2  # one task per file: every core gets work
 EOSINK_DS = "eosink-postgres (data source)"
 EOSINK_FB = "eosink-postgres (foreachBatch)"

@@ -37,19 +37,17 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
-import pyarrow as pa
-import pyarrow.parquet as pq
 import structlog
 
 import eosink
-from eosink.plugin import hookimpl
+from eosink.testing.hook_timer import HookTimer
 from eosink.testing.postgres import postgres_server_running
 from eosink.testing.spark import local_spark
+from eosink.testing.stream_input import timed_query, write_stream_input
 from eosink_postgres_benchmarks.streams import (
     BARE_COPY,
     EOSINK_FB,
@@ -58,63 +56,6 @@ from eosink_postgres_benchmarks.streams import (
     TABLES,
     StreamPaths,
 )
-
-PHASES = ("is_committed", "init", "commit")
-
-
-def make_source(folder: str, batches: int, rows: int) -> None:
-    os.makedirs(folder)
-    rows //= FILES_PER_BATCH
-    for b in range(batches * FILES_PER_BATCH):
-        start = b * rows
-        table = pa.table(
-            {
-                "id": pa.array(range(start, start + rows), pa.int64()),
-                "name": pa.array([f"name-{i % 10_000}" for i in range(start, start + rows)]),
-                "amount": pa.array([i * 0.25 for i in range(start, start + rows)], pa.float64()),
-                "day": pa.array([19_000 + (i % 30) for i in range(rows)], pa.int32()).cast(
-                    pa.date32()
-                ),
-                "ts": pa.array(
-                    [1_700_000_000_000_000 + i * 1_000 for i in range(rows)], pa.int64()
-                ).cast(pa.timestamp("us", tz="UTC")),
-            }
-        )
-        pq.write_table(table, os.path.join(folder, f"part-{b:03d}.parquet"))
-
-
-class DriverTimer:
-    """A cross-cutting plugin: the driver's time in the exactly-once hooks, per batch."""
-
-    def __init__(self) -> None:
-        self.current = 0.0
-        self.per_batch: list[float] = []
-        self.commits: list[float] = []
-
-    def _timed(self, phase: str):  # noqa: ANN202
-        started = time.perf_counter()
-        try:
-            return (yield)
-        finally:
-            spent = time.perf_counter() - started
-            self.current += spent
-            if phase == "commit":
-                self.commits.append(spent)
-                self.per_batch.append(self.current)
-                self.current = 0.0
-
-    @hookimpl(wrapper=True)
-    def is_committed(self):  # noqa: ANN201
-        return (yield from self._timed("is_committed"))
-
-    @hookimpl(wrapper=True)
-    def init(self):  # noqa: ANN201
-        return (yield from self._timed("init"))
-
-    @hookimpl(wrapper=True)
-    def commit(self):  # noqa: ANN201
-        return (yield from self._timed("commit"))
-
 
 #: Where the JDBC driver jar is looked for when no path is given.
 JDBC_JAR_PATTERN = "~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"
@@ -138,15 +79,6 @@ def missing_jar_note() -> str:
         "left out; give one with --jdbc-jar, or fetch org.postgresql:postgresql into the local "
         "Maven cache"
     )
-
-
-def timed(start: Callable[[], Any]) -> float:
-    began = time.perf_counter()
-    query = start()
-    query.awaitTermination()
-    if query.exception():
-        raise RuntimeError(str(query.exception()))
-    return time.perf_counter() - began
 
 
 @attrs.define
@@ -202,10 +134,10 @@ def measure(
     ``step`` is told what runs next."""
     source = os.path.join(work, "source")
     if not os.path.exists(source):
-        make_source(source, batches, rows)
+        write_stream_input(source, batches, rows, FILES_PER_BATCH)
     warm_source = os.path.join(work, "warm-source")
     if not os.path.exists(warm_source):
-        make_source(warm_source, 1, 20_000)
+        write_stream_input(warm_source, 1, 20_000, FILES_PER_BATCH)
     spark = local_spark(
         cores=cores,
         **{
@@ -215,28 +147,27 @@ def measure(
         **({"spark.jars": jar} if jar else {}),
     )
     eosink.register_data_sources(spark)
-    timer = DriverTimer()
+    timer = HookTimer()  # is_committed + init + commit
     paths = StreamPaths(spark, server, work, warm_source, timer)
     runs = paths.runs(with_jdbc=bool(jar))
     results = Results(batches, rows, cores, note="" if jar else missing_jar_note())
     try:
         for name, start in runs.items() if warm else ():  # JVM, Python workers, connections
             step(f"warm-up: {name}")
-            timed(start)
+            timed_query(start)
         paths.source = source
-        timer.per_batch.clear()
-        timer.commits.clear()
+        timer.clear()
         for round_ in range(repeat):
             for name, start in runs.items():
                 step(f"run {round_ + 1}/{repeat}: {name}")
-                results.seconds.setdefault(name, []).append(timed(start))
+                results.seconds.setdefault(name, []).append(timed_query(start))
                 results.loads.setdefault(name, []).append(os.getloadavg()[0])
                 if name in TABLES:
                     check_rows(server.url(), name, results.total)
     finally:
         spark.stop()
-    results.driver_ms = [s * 1000 for s in timer.per_batch]
-    results.commit_ms = [s * 1000 for s in timer.commits]
+    results.driver_ms = [s * 1000 for s in timer.totals()]
+    results.commit_ms = [s * 1000 for s in timer.seconds("commit")]
     return results
 
 

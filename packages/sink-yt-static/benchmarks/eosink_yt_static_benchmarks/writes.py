@@ -197,15 +197,8 @@ def append_costs(
     return results
 
 
-def append_against_table_size(
-    bench: Bench,
-    append_rows: int,
-    sizes: list[int],
-    merge_sizes: list[int],
-    parts: int,
-    repeats: int,
-) -> None:
-    results = append_costs(bench, append_rows, sizes, merge_sizes, parts, repeats)
+def print_append_costs(results: list[dict[str, Any]], append_rows: int, repeats: int) -> None:
+    """The table of ``append_costs``' results."""
     print(
         f"\n2. commit of a {append_rows}-row append against the table's size "
         f"(ms, median of {repeats} batches)"
@@ -274,9 +267,10 @@ def main(argv: list[str] | None = None) -> None:
         sink_against_plain(bench, args.rows, args.partitions, args.batches)
         sizes = [int(s) for s in args.sizes.split(",")]
         merge_sizes = [int(s) for s in args.merge_sizes.split(",")]
-        append_against_table_size(
+        costs = append_costs(
             bench, args.append_rows, sizes, merge_sizes, args.partitions, args.repeats
         )
+        print_append_costs(costs, args.append_rows, args.repeats)
         spill_cost(bench, args.spill_rows, args.partitions, args.spill_request_rows)
 
 

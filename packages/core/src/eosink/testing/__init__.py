@@ -10,7 +10,9 @@ more than eosink; the conformance kit and the kit's other modules need its ``tes
 other shared pieces of a sink's tests: ``simulation`` (generated histories), ``object_store``
 (bad object stores refused), ``replay`` (a Spark query crashed mid-batch and replayed),
 ``killed_query`` (a Spark query in its own process, SIGKILLed mid-batch and restarted),
-``s3`` (a loopback S3 server, with ``s3_faults``), ``postgres`` and ``cluster``.
+``s3`` (a loopback S3 server, with ``s3_faults``), ``postgres`` and ``cluster``. The
+benchmarks': ``hook_timer`` (the time of a batch's driver hooks) and ``stream_input`` (the
+throughput benchmarks' Parquet input).
 """
 
 from eosink.protocol import run_batch
