@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-import eosink
+from eosink.testing.stream_input import both_doors, in_every_task
 from eosink_yt_dynamic.sink import YtDynamicSink
 from eosink_yt_dynamic.tables import create_output_table
 
@@ -43,24 +43,21 @@ def with_coordinates(df: Any) -> Any:
     )
 
 
-def insert_partition(
-    config: dict[str, Any], path: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` function: upsert the task's rows into ``path``; yields its row count."""
+def upsert(config: dict[str, Any], path: str) -> Callable[[Iterator[pa.RecordBatch]], int]:
+    """A Spark task's bare loop: upsert its rows into ``path``, ``CHUNK`` rows a request."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write(batches: Iterator[pa.RecordBatch]) -> int:
         from eosink_yt_common import yt_rows
         from yt.wrapper import YtClient
 
-        client = YtClient(config=config)
-        rows = 0
+        client, rows = YtClient(config=config), 0
         for batch in batches:
             for offset in range(0, batch.num_rows, CHUNK):
                 client.insert_rows(path, yt_rows(batch.slice(offset, CHUNK)))
             rows += batch.num_rows
-        yield pa.RecordBatch.from_pydict({"rows": [rows]})
+        return rows
 
-    return run
+    return write
 
 
 def paths(
@@ -72,46 +69,36 @@ def paths(
     ``config`` is the YT client configuration of every side; checkpoints go under ``folder``.
     """
 
-    def writer(name: str) -> Any:
+    def writer(tag: str) -> Any:
         return (
             with_coordinates(frame())
             .writeStream.trigger(availableNow=True)
-            .option("checkpointLocation", f"{folder}/{name}-ckpt")
+            .option("checkpointLocation", f"{folder}/{tag}-ckpt")
         )
-
-    def data_source() -> Any:
-        return (
-            writer("ds")
-            .format("eosink-yt-dynamic")
-            .option("writerId", "bench")
-            .option("proxy", proxy)
-            .option("proxyDiscovery", "false")
-            .option("clientConfig", json.dumps(config))
-            .option("createTable", "true")
-            .option("path", f"{table}_ds")
-            .start()
-        )
-
-    def foreach_batch() -> Any:
-        sink = YtDynamicSink(
-            proxy=proxy,
-            proxy_discovery=False,
-            client_config=config,
-            create_table=True,
-            path=f"{table}_fb",
-        )
-        return writer("fb").foreachBatch(eosink.foreach_batch(sink, writer_id="bench")).start()
 
     def bare() -> Any:
         from yt.wrapper import YtClient
 
         target = f"{table}_bare"
         create_output_table(YtClient(config=config), target, with_coordinates(frame()))
-        upsert = insert_partition(config, target)
+        return writer("bare").foreachBatch(in_every_task(upsert(config, target))).start()
 
-        def each_batch(df: Any, _batch_id: int) -> None:
-            df.mapInArrow(upsert, "rows long").collect()
-
-        return writer("bare").foreachBatch(each_batch).start()
-
-    return {DATA_SOURCE: data_source, FOREACH_BATCH: foreach_batch, BARE: bare}
+    sink = YtDynamicSink(
+        path=f"{table}_fb",
+        proxy=proxy,
+        proxy_discovery=False,
+        client_config=config,
+        create_table=True,
+    )
+    doors = both_doors(
+        writer,
+        sink,
+        {
+            "path": f"{table}_ds",
+            "proxy": proxy,
+            "proxyDiscovery": "false",
+            "clientConfig": json.dumps(config),
+            "createTable": "true",
+        },
+    )
+    return {DATA_SOURCE: doors["data source"], FOREACH_BATCH: doors["foreachBatch"], BARE: bare}

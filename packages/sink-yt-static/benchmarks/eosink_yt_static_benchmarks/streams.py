@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-import eosink
+from eosink.testing.stream_input import both_doors, in_every_task
 from eosink_yt_static.sink import YtStaticSink
 
 DATA_SOURCE = "yt-static, data source"
@@ -32,24 +32,21 @@ BARE = "bare `write_table` loop, foreachBatch"
 NAMES = (DATA_SOURCE, FOREACH_BATCH, BARE)
 
 
-def append_partition(
-    config: dict[str, Any], path: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` function: append the task's rows to ``path``; yields its row count."""
+def append(config: dict[str, Any], path: str) -> Callable[[Iterator[pa.RecordBatch]], int]:
+    """A Spark task's bare loop: append its rows to ``path``, one request per Arrow batch."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write(batches: Iterator[pa.RecordBatch]) -> int:
         from eosink_yt_common import yt_rows
         from yt.wrapper import TablePath, YtClient
 
-        client = YtClient(config=config)
-        rows = 0
+        client, rows = YtClient(config=config), 0
         for batch in batches:
             if batch.num_rows:
                 client.write_table(TablePath(path, append=True), yt_rows(batch))
                 rows += batch.num_rows
-        yield pa.RecordBatch.from_pydict({"rows": [rows]})
+        return rows
 
-    return run
+    return write
 
 
 def paths(
@@ -60,45 +57,32 @@ def paths(
     ``frame`` returns the streaming DataFrame; ``config`` is the YT client configuration of
     every side (the emulator's, with patient request timeouts); checkpoints go under ``folder``.
     """
-    options = {
-        "proxy": proxy,
-        "proxy_discovery": False,
-        "client_config": config,
-    }
 
-    def writer(name: str) -> Any:
+    def writer(tag: str) -> Any:
         return (
             frame()
             .writeStream.trigger(availableNow=True)
-            .option("checkpointLocation", f"{folder}/{name}-ckpt")
+            .option("checkpointLocation", f"{folder}/{tag}-ckpt")
         )
-
-    def data_source() -> Any:
-        return (
-            writer("ds")
-            .format("eosink-yt-static")
-            .option("writerId", "bench")
-            .option("proxy", proxy)
-            .option("proxyDiscovery", "false")
-            .option("clientConfig", json.dumps(config))
-            .option("path", f"{table}_ds")
-            .start()
-        )
-
-    def foreach_batch() -> Any:
-        sink = YtStaticSink(path=f"{table}_fb", **options)
-        return writer("fb").foreachBatch(eosink.foreach_batch(sink, writer_id="bench")).start()
 
     def bare() -> Any:
         from yt.wrapper import YtClient
 
         target = f"{table}_bare"
         YtClient(config=config).create("table", target, ignore_existing=True)
-        append = append_partition(config, target)
+        return writer("bare").foreachBatch(in_every_task(append(config, target))).start()
 
-        def each_batch(df: Any, _batch_id: int) -> None:
-            df.mapInArrow(append, "rows long").collect()
-
-        return writer("bare").foreachBatch(each_batch).start()
-
-    return {DATA_SOURCE: data_source, FOREACH_BATCH: foreach_batch, BARE: bare}
+    sink = YtStaticSink(
+        path=f"{table}_fb", proxy=proxy, proxy_discovery=False, client_config=config
+    )
+    doors = both_doors(
+        writer,
+        sink,
+        {
+            "path": f"{table}_ds",
+            "proxy": proxy,
+            "proxyDiscovery": "false",
+            "clientConfig": json.dumps(config),
+        },
+    )
+    return {DATA_SOURCE: doors["data source"], FOREACH_BATCH: doors["foreachBatch"], BARE: bare}

@@ -1,5 +1,6 @@
-"""The throughput benchmarks' streams: their input, Parquet parts of 5 typed columns, and the
-wall time of a query over it.
+"""The throughput benchmarks' streams: their input, Parquet parts of 5 typed columns; a sink's
+queries through both front doors and a bare loop in Spark's tasks beside them; the wall time
+of a query.
 
 Every sink's throughput benchmark reads the same stream (``maxFilesPerTrigger`` parts a
 micro-batch), so that their figures compare: ids counting up from 0, and a string, a double,
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -54,3 +55,36 @@ def timed_query(start: Callable[[], Any]) -> float:
     if query.exception():
         raise RuntimeError(str(query.exception()))
     return time.perf_counter() - began
+
+
+def both_doors(
+    writer: Callable[[str], Any], sink: Any, spark_options: dict[str, str]
+) -> dict[str, Callable[[], Any]]:
+    """start() of a query through each front door of ``sink``: ``"data source"``
+    (``format("eosink-<name>")`` with ``spark_options``, which must say what the sink's options
+    say) and ``"foreachBatch"`` (``eosink.foreach_batch(sink)``). ``writer(tag)`` returns the
+    query's ``DataStreamWriter`` (trigger and a checkpoint of its own per ``tag``)."""
+    import eosink
+
+    def data_source() -> Any:
+        query = writer("ds").format(f"eosink-{sink.name}").option("writerId", "bench")
+        return query.options(**spark_options).start()
+
+    def foreach_batch() -> Any:
+        return writer("fb").foreachBatch(eosink.foreach_batch(sink, writer_id="bench")).start()
+
+    return {"data source": data_source, "foreachBatch": foreach_batch}
+
+
+def in_every_task(write: Callable[[Iterator[pa.RecordBatch]], int]) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` function that runs ``write(batches)`` in every Spark task of the batch
+    on the task's Arrow batches (``mapInArrow``): the bare loop a benchmark sets beside a sink,
+    writing from the same tasks with no protocol. ``write`` returns the rows it wrote."""
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pydict({"rows": [write(batches)]})
+
+    def each_batch(df: Any, _batch_id: int) -> None:
+        df.mapInArrow(task, "rows long").collect()
+
+    return each_batch
