@@ -25,10 +25,10 @@ from eosink_delta.table import partition_value
 from eosink.plugin import BatchContext, ConfigurationError
 from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
+from eosink.testing.partition_values import HIVE_NULL, assert_read_back
 
 NAN_PAYLOAD = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
 FLOATS = [math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, 1e20, None, NAN_PAYLOAD]
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 STRINGS = ["", None, "a/b", "ü", "%", HIVE_NULL, " x ", "a=b", "%2F"]
 UTC = dt.timezone.utc
 
@@ -58,14 +58,6 @@ def sent(parts: list[pa.RecordBatch]) -> dict[int, object]:
     }
 
 
-def same_float(back, value) -> bool:
-    if value is None or back is None:
-        return back is value
-    if math.isnan(value):
-        return math.isnan(back)
-    return back == value and math.copysign(1, back) == math.copysign(1, value)
-
-
 def partition_values(path: str) -> set:
     return {a["add"]["partitionValues"]["v"] for _v, a in log_actions(path) if "add" in a}
 
@@ -77,9 +69,7 @@ def test_float_partition_values_read_back_once_with_their_value(tmp_path, type_)
     outcome = run(DeltaSink(path=path, partition_by=["v"]), 0, parts)
     expected = sent(parts)
     assert outcome.rows == len(expected) == 135
-    back = read_back(path)
-    assert set(back) == set(expected), f"{len(set(expected) - set(back))} rows missing"
-    assert not {i: (back[i], v) for i, v in expected.items() if not same_float(back[i], v)}
+    assert_read_back(read_back(path), expected)
     assert partition_values(path) == {
         "NaN", "-0.0", "0.0", "Infinity", "-Infinity", "1.5", "1.0E20", None,
     }  # fmt: skip
