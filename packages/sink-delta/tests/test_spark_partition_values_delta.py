@@ -14,6 +14,7 @@ from delta_helpers import log_actions
 import eosink
 from eosink.testing.partition_values import HIVE_NULL, same, tricky
 
+
 @pytest.fixture(scope="session")
 def spark():
     from eosink.testing.spark import local_spark

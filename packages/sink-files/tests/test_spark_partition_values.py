@@ -33,9 +33,7 @@ def check_spark_reads_back(spark, out: str, want: dict[int, tuple]) -> None:
     assert not [i for i, n in counts.items() if n > 1], "rows read back twice"
     assert set(counts) == set(want), f"{len(set(want) - set(counts))} rows missing"
     wrong = {
-        r.id: ((r.s, r.f), want[r.id])
-        for r in rows
-        if not all(map(same, (r.s, r.f), want[r.id]))
+        r.id: ((r.s, r.f), want[r.id]) for r in rows if not all(map(same, (r.s, r.f), want[r.id]))
     }
     assert not wrong
 

@@ -105,9 +105,7 @@ class SparkEndToEnd:
 
     # -- the scenarios -------------------------------------------------------------------------
 
-    def test_foreach_batch_crashed_mid_batch_and_restarted(
-        self, spark, tmp_path, session_settings
-    ):
+    def test_foreach_batch_crashed_mid_batch_and_restarted(self, spark, tmp_path, session_settings):
         expected = self.write_source(str(tmp_path / "in"))
         marker = arm(tmp_path / "armed")
         target = self.target(tmp_path)

@@ -49,4 +49,6 @@ def assert_read_back(back: Mapping[int, Any], sent: Mapping[int, Any]) -> None:
     """Every row sent (id -> value) read back once (id -> value), each :func:`same` as sent."""
     assert set(back) == set(sent), f"{len(set(sent) - set(back))} rows missing"
     wrong = {i: (back[i], v) for i, v in sent.items() if not same(back[i], v)}
-    assert not wrong, f"{len(wrong)} rows read back with another value, e.g. {list(wrong.items())[:3]}"
+    assert (
+        not wrong
+    ), f"{len(wrong)} rows read back with another value, e.g. {list(wrong.items())[:3]}"
