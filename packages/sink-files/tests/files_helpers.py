@@ -8,6 +8,7 @@ import sys
 import time
 
 import pyarrow as pa
+from eosink_files.store import LocalStore
 
 from eosink.plugin import BatchContext
 from eosink.testing import run_batch
@@ -123,3 +124,16 @@ def run_elsewhere(code: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
+
+
+def record_listings(monkeypatch) -> list[str]:
+    """Through pytest's ``monkeypatch``, every folder a local store lists from now on, in a
+    list that grows as the test runs."""
+    listdir, listed = LocalStore.listdir, []
+
+    def counted(self, relpath=""):
+        listed.append(relpath)
+        return listdir(self, relpath)
+
+    monkeypatch.setattr(LocalStore, "listdir", counted)
+    return listed
