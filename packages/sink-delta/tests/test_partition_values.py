@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-import struct
 from collections import Counter
 
 import pyarrow as pa
@@ -25,9 +24,13 @@ from eosink_delta.table import partition_value
 from eosink.plugin import BatchContext, ConfigurationError
 from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
-from eosink.testing.partition_values import HIVE_NULL, assert_read_back
+from eosink.testing.partition_values import (
+    HIVE_NULL,
+    NAN_PAYLOAD,
+    assert_read_back,
+    string_and_float_batch,
+)
 
-NAN_PAYLOAD = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
 FLOATS = [math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, 1e20, None, NAN_PAYLOAD]
 STRINGS = ["", None, "a/b", "ü", "%", HIVE_NULL, " x ", "a=b", "%2F"]
 UTC = dt.timezone.utc
@@ -99,17 +102,10 @@ def test_empty_string_and_null_in_separate_batches_share_one_file(tmp_path):
 
 def test_two_partition_columns(tmp_path):
     path = str(tmp_path / "table")
-    pairs = [("", -0.0), (None, 0.0), ("a", math.nan), ("", 0.0), (None, NAN_PAYLOAD)] * 20
-    batch = pa.record_batch(
-        {
-            "id": pa.array(range(len(pairs)), pa.int64()),
-            "s": pa.array([s for s, _ in pairs], pa.string()),
-            "f": pa.array([f for _, f in pairs], pa.float64()),
-        }
-    )
+    batch = string_and_float_batch()
     run(DeltaSink(path=path, partition_by=["s", "f"]), 0, [batch.slice(0, 50), batch.slice(50)])
     table = DeltaTable(path).to_pyarrow_table()
-    assert sorted(table.column("id").to_pylist()) == list(range(len(pairs)))
+    assert sorted(table.column("id").to_pylist()) == list(range(batch.num_rows))
     adds = [a["add"]["partitionValues"] for _v, a in log_actions(path) if "add" in a]
     assert sorted((v["s"] or "", v["f"]) for v in adds) == [
         ("", "-0.0"), ("", "-0.0"), ("", "0.0"), ("", "0.0"), ("", "NaN"), ("", "NaN"),

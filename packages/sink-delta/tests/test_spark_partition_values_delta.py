@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 from delta_helpers import log_actions
 
 import eosink
-from eosink.testing.partition_values import HIVE_NULL, same, tricky
+from eosink.testing.partition_values import HIVE_NULL, same, tricky, write_tricky
 
 
 @pytest.fixture(scope="session")
@@ -51,21 +51,7 @@ def partition_values(path: str) -> set[tuple]:
 def test_arrow_path_floats_and_strings_read_back_once(spark, tmp_path, door):
     path = str(tmp_path / "table")
     df = tricky(spark)
-    if door == "data_source":
-        eosink.register_data_sources(spark)
-        (
-            df.write.format("eosink-delta")
-            .option("writerId", "job")
-            .option("version", 1)
-            .option("path", path)
-            .option("partitionBy", "s,f")
-            .mode("append")
-            .save()
-        )
-    else:
-        sink = eosink.sink("delta", path=path, partition_by=["s", "f"], file_writer="arrow")
-        (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
-        assert (outcome.status, outcome.rows) == ("committed", 420)
+    write_tricky(df, "delta", path, door)
     check_read_back(path, df, ["s", "f"])
     floats = {dict(v)["f"] for v in partition_values(path)}
     assert floats == {"NaN", "-0.0", "0.0", "Infinity", "1.5", "1.0E20", None}

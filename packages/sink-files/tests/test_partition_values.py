@@ -20,12 +20,15 @@ import pytest
 from files_helpers import run
 
 from eosink import ConfigurationError
-from eosink.testing.partition_values import assert_read_back
+from eosink.testing.partition_values import (
+    NAN_PAYLOAD,
+    assert_read_back,
+    string_and_float_batch,
+)
 from eosink_files import committed_files, read_table
 from eosink_files.sink import FilesSink
 from eosink_files.writers import DEFAULT_PARTITION, partition_text
 
-NAN_PAYLOAD = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
 FLOATS = [math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, 1e20, None, NAN_PAYLOAD]
 STRINGS = ["", None, "a/b", "ü", "%", DEFAULT_PARTITION, " x ", "a=b", "..", "%2F"]
 
@@ -132,16 +135,9 @@ def test_empty_string_and_null_in_separate_batches_of_one_task(tmp_path):
 
 def test_two_partition_columns(tmp_path):
     out = str(tmp_path / "out")
-    pairs = [("", -0.0), (None, 0.0), ("a", math.nan), ("", 0.0), (None, NAN_PAYLOAD)] * 20
-    batch = pa.record_batch(
-        {
-            "id": pa.array(range(len(pairs)), pa.int64()),
-            "s": pa.array([s for s, _ in pairs], pa.string()),
-            "f": pa.array([f for _, f in pairs], pa.float64()),
-        }
-    )
+    batch = string_and_float_batch()
     run(FilesSink(path=out, partition_by=["s", "f"]), 0, [[batch.slice(0, 50)], [batch.slice(50)]])
-    assert sorted(read_table(out).column("id").to_pylist()) == list(range(len(pairs)))
+    assert sorted(read_table(out).column("id").to_pylist()) == list(range(batch.num_rows))
     layout = {
         os.path.relpath(root, out)
         for root, _dirs, names in os.walk(out)

@@ -15,7 +15,7 @@ import pytest
 import eosink
 from eosink_files.writers import DEFAULT_PARTITION, partition_text
 
-from eosink.testing.partition_values import same, tricky
+from eosink.testing.partition_values import same, tricky, write_tricky
 
 
 def expected(df) -> dict[int, tuple]:
@@ -59,21 +59,7 @@ def test_every_row_reads_back_once_by_sparks_reader(spark, tmp_path, door):
     engine (Spark's own writer stages the batch) alike."""
     out = str(tmp_path / "out")
     df = tricky(spark)
-    if door == "data_source":
-        eosink.register_data_sources(spark)
-        (
-            df.write.format("eosink-files")
-            .option("writerId", "job")
-            .option("version", 1)
-            .option("path", out)
-            .option("partitionBy", "s,f")
-            .mode("append")
-            .save()
-        )
-    else:
-        sink = eosink.sink("files", path=out, partition_by=["s", "f"], file_writer=door)
-        (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
-        assert (outcome.status, outcome.rows) == ("committed", 420)
+    write_tricky(df, "files", out, door)
     check_spark_reads_back(spark, out, expected(df))
     assert layout(out) == LAYOUT
 

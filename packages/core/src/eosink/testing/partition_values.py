@@ -9,11 +9,16 @@ one sent (NaN equals NaN, ``-0.0`` differs from ``0.0``).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
+
 #: The folder name Hive (and Spark, and Delta) writes for a null partition value.
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+#: A NaN with a payload: a NaN whose bits differ from ``math.nan``'s.
+NAN_PAYLOAD = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
 #: String partition values: empty, null, a slash, non-ASCII, a percent, Hive's null name.
 STRINGS = ["", None, "a/b", "ü", "%", HIVE_NULL, "x"]
 #: Double partition values as Spark SQL literals: NaN, both zeros, infinity, a huge one, null.
@@ -52,3 +57,39 @@ def assert_read_back(back: Mapping[int, Any], sent: Mapping[int, Any]) -> None:
     assert (
         not wrong
     ), f"{len(wrong)} rows read back with another value, e.g. {list(wrong.items())[:3]}"
+
+
+def write_tricky(df: Any, sink_name: str, path: str, door: str, rows: int = 420) -> None:
+    """Write :func:`tricky`'s ``df`` (``rows`` rows) partitioned by ``s`` and ``f`` through
+    ``door``: ``"data_source"`` (Spark's batch writer), else ``eosink.write_batch`` with that
+    ``file_writer``; the batch must commit every row."""
+    import eosink
+
+    if door == "data_source":
+        eosink.register_data_sources(df.sparkSession)
+        (
+            df.write.format(f"eosink-{sink_name}")
+            .option("writerId", "job")
+            .option("version", 1)
+            .option("path", path)
+            .option("partitionBy", "s,f")
+            .mode("append")
+            .save()
+        )
+    else:
+        sink = eosink.sink(sink_name, path=path, partition_by=["s", "f"], file_writer=door)
+        (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+        assert (outcome.status, outcome.rows) == ("committed", rows)
+
+
+def string_and_float_batch() -> pa.RecordBatch:
+    """100 rows (``id``, ``s`` string, ``f`` double) whose ``(s, f)`` pairs put ``""`` next to
+    null and ``-0.0``, ``0.0``, NaN and a NaN with a payload next to each other."""
+    pairs = [("", -0.0), (None, 0.0), ("a", math.nan), ("", 0.0), (None, NAN_PAYLOAD)] * 20
+    return pa.record_batch(
+        {
+            "id": pa.array(range(len(pairs)), pa.int64()),
+            "s": pa.array([s for s, _ in pairs], pa.string()),
+            "f": pa.array([f for _, f in pairs], pa.float64()),
+        }
+    )
