@@ -13,11 +13,10 @@ import json
 import pytest
 from eosink_sqlite.sink import read_rows
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.e2e import SparkEndToEnd
-from eosink.testing.replay import write_json_source
+from eosink.testing.replay import grouped_counts, write_json_source
 
 ROWS_PER_FILE = 200  # FILES files; the crash (CRASH_ID) hits the third micro-batch
 
@@ -127,13 +126,7 @@ def test_foreach_batch_refuses_an_output_mode_it_would_duplicate(spark, tmp_path
     changed rows): appending them, the default, would duplicate rows batch after batch."""
     write_source(str(tmp_path / "in"))
     target = str(tmp_path / "out.db")
-    counts = (
-        spark.readStream.schema("id long, name string")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-        .groupBy((F.col("id") % 3).alias("k"))
-        .count()
-    )
+    counts = grouped_counts(spark, tmp_path / "in")
 
     def start(writer, checkpoint):
         return (

@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from delta_helpers import log_actions, txns
-from pyspark.sql import functions as F
 
 import eosink
 from eosink.testing.e2e import SparkEndToEnd
@@ -22,6 +21,7 @@ from eosink.testing.replay import (
     FILES,
     ROWS_PER_FILE,
     crash_once,
+    grouped_counts,
     json_stream,
     run_twice,
     write_json_source,
@@ -102,13 +102,7 @@ def test_complete_mode_through_the_data_source(spark, tmp_path):
     write_source(str(tmp_path / "in"))
     target = str(tmp_path / "table")
     eosink.register_data_sources(spark)
-    counts = (
-        spark.readStream.schema("id long, name string, ts timestamp")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-        .groupBy((F.col("id") % 3).alias("bucket"))
-        .count()
-    )
+    counts = grouped_counts(spark, tmp_path / "in", schema=SCHEMA, key="bucket")
     (
         counts.writeStream.format("eosink-delta")
         .outputMode("complete")
