@@ -33,7 +33,6 @@ from eosink.testing.replay import (
     FILES,
     ROWS_PER_FILE,
     SCHEMA,
-    Row,
     arm,
     assert_exactly,
     crash_once,
@@ -97,10 +96,13 @@ class SparkEndToEnd:
     # -- helpers -------------------------------------------------------------------------------
 
     def write_source(self, folder: str) -> list[int]:
-        row: Row = self.row
-        return write_json_source(folder, rows_per_file=self.rows_per_file, row=row)
+        """Write the source files (:func:`eosink.testing.replay.write_json_source`) of
+        :meth:`row`'s rows; every id written."""
+        return write_json_source(folder, rows_per_file=self.rows_per_file, row=self.row)
 
     def crashing_stream(self, spark: Any, tmp_path: Any, marker: str) -> Any:
+        """The source under ``tmp_path/in`` as a stream that fails once while ``marker``
+        exists."""
         return json_stream(spark, str(tmp_path / "in"), crash_once(marker), schema=self.schema)
 
     # -- the scenarios -------------------------------------------------------------------------
