@@ -82,7 +82,6 @@ def json_stream(
     return df if transform is None else df.mapInArrow(transform, df.schema)
 
 
-
 def grouped_counts(
     spark: Any, folder: str | os.PathLike[str], *, schema: str = SCHEMA, key: str = "k"
 ) -> Any:
@@ -97,6 +96,7 @@ def grouped_counts(
         .groupBy((F.col("id") % 3).alias(key))
         .count()
     )
+
 
 def arm(marker: str | os.PathLike[str]) -> str:
     """Create the marker file that arms :func:`crash_once`; returns its path."""
