@@ -15,7 +15,7 @@ from pyspark.serializers import CloudPickleSerializer
 from pyspark.sql.types import LongType, StructField, StructType
 
 from eosink.spark.datasource import registered_data_source
-from eosink.testing.s3 import S3Bucket
+from eosink.testing.s3 import S3Bucket, forget_default_credentials
 
 pytest_plugins = ["eosink.testing.s3"]
 
@@ -33,18 +33,7 @@ class SessionWithS3Settings:
 @pytest.fixture
 def no_default_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """No AWS settings from the environment or ~/.aws: only what eosink passes counts."""
-    for name in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_S3",
-        "AWS_PROFILE",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    forget_default_credentials(monkeypatch, tmp_path)
 
 
 def test_each_batch_is_planned_from_the_store_with_sparks_settings(

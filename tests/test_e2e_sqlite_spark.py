@@ -10,22 +10,13 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pytest
 from eosink_sqlite.sink import read_rows
 from pyspark.errors import StreamingQueryException
-from pyspark.sql import functions as F
 
 import eosink
-from eosink.testing.faults import FaultPlugin
-from eosink.testing.replay import (
-    FILES,
-    assert_exactly,
-    crash_once,
-    json_stream,
-    run_twice,
-    write_json_source,
-)
+from eosink.testing.e2e import SparkEndToEnd
+from eosink.testing.replay import grouped_counts, write_json_source
 
 ROWS_PER_FILE = 200  # FILES files; the crash (CRASH_ID) hits the third micro-batch
 
@@ -34,87 +25,21 @@ def write_source(folder):
     return write_json_source(folder, rows_per_file=ROWS_PER_FILE)
 
 
-def stream(spark, source, marker):
-    return json_stream(spark, source, crash_once(marker))
+class TestSqliteEndToEnd(SparkEndToEnd):
+    """The shared scenarios on the sqlite example, read back with the ``sqlite3`` module."""
 
+    sink_name = "sqlite"
+    rows_per_file = ROWS_PER_FILE
 
-def ids(rows):
-    return [r["id"] for r in rows]
+    def target(self, tmp_path):
+        return str(tmp_path / "out.db")
 
+    def read_ids(self, target):
+        return [r["id"] for r in read_rows(target)]
 
-def test_foreach_batch_killed_mid_batch_and_restarted(spark, tmp_path):
-    expected = write_source(str(tmp_path / "in"))
-    marker = tmp_path / "armed"
-    marker.touch()
-    target = str(tmp_path / "out.db")
-    writer = eosink.foreach_batch(eosink.sink("sqlite", path=target), writer_id="orders")
-
-    def start():
-        return (
-            stream(spark, str(tmp_path / "in"), str(marker))
-            .writeStream.foreachBatch(writer)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    run_twice(start)
-    assert not marker.exists()
-    assert_exactly(ids(read_rows(target)), expected)
-    assert writer.committed == FILES
-
-
-def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
-    """Committed, but Spark never recorded it: the replay is skipped, not written twice."""
-    expected = write_source(str(tmp_path / "in"))
-    target = str(tmp_path / "out.db")
-
-    writer = eosink.foreach_batch(
-        eosink.sink("sqlite", path=target),
-        writer_id="orders",
-        plugins=[FaultPlugin("after_commit", batch=1, times=1)],
-    )
-
-    def start():
-        return (
-            spark.readStream.schema("id long, name string")
-            .option("maxFilesPerTrigger", 1)
-            .json(str(tmp_path / "in"))
-            .writeStream.foreachBatch(writer)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    with pytest.raises(StreamingQueryException, match="after commit"):
-        start().awaitTermination()
-    start().awaitTermination()
-    assert_exactly(ids(read_rows(target)), expected)
-    assert [o.status for o in writer.outcomes].count("skipped") == 1
-
-
-def test_data_source_killed_mid_batch_and_restarted(spark, tmp_path):
-    expected = write_source(str(tmp_path / "in"))
-    marker = tmp_path / "armed"
-    marker.touch()
-    target = str(tmp_path / "out.db")
-    assert "eosink-sqlite" in eosink.register_data_sources(spark)
-
-    def start():
-        return (
-            stream(spark, str(tmp_path / "in"), str(marker))
-            .writeStream.format("eosink-sqlite")
-            .option("writerId", "orders")
-            .option("path", target)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    run_twice(start)
-    assert_exactly(ids(read_rows(target)), expected)
-    proofs = read_rows(target, "_eosink_commits")
-    assert sorted(p["batch_id"] for p in proofs) == list(range(FILES))
+    def assert_batches_recorded(self, target, writer_id, batches):
+        proofs = read_rows(target, "_eosink_commits")
+        assert sorted(p["batch_id"] for p in proofs if p["writer_id"] == writer_id) == batches
 
 
 def test_data_source_without_writer_id_fails_clearly(spark, tmp_path):
@@ -154,29 +79,6 @@ def test_new_checkpoint_on_old_output_fails_clearly(spark, tmp_path):
         start("ckpt-2").awaitTermination()
     # both checkpoints named: the proof records the query's checkpoint root
     assert "ckpt-1" in str(error.value) and "ckpt-2" in str(error.value)
-
-
-def test_batch_job_versions_through_both_apis(spark, tmp_path):
-    """Delta's txnAppId/txnVersion example, with Spark and any sink: dailyETL 23424 writes,
-    23422 is skipped, anotherETL writes."""
-    target = str(tmp_path / "out.db")
-    df = spark.createDataFrame(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"]}).to_pandas())
-    sqlite = eosink.sink("sqlite", path=target)
-    statuses = [
-        eosink.write_batch(df, sqlite, writer_id="dailyETL", version=v)[0].status
-        for v in (23424, 23422)
-    ]
-    eosink.register_data_sources(spark)
-    (
-        df.write.format("eosink-sqlite")
-        .option("writerId", "anotherETL")
-        .option("version", 23424)
-        .option("path", target)
-        .mode("append")
-        .save()
-    )
-    assert statuses == ["committed", "skipped"]
-    assert sorted(r["id"] for r in read_rows(target)) == [1, 1, 2, 2, 3, 3]
 
 
 @pytest.mark.parametrize("front_door", ["data_source", "foreach_batch"])
@@ -224,13 +126,7 @@ def test_foreach_batch_refuses_an_output_mode_it_would_duplicate(spark, tmp_path
     changed rows): appending them, the default, would duplicate rows batch after batch."""
     write_source(str(tmp_path / "in"))
     target = str(tmp_path / "out.db")
-    counts = (
-        spark.readStream.schema("id long, name string")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-        .groupBy((F.col("id") % 3).alias("k"))
-        .count()
-    )
+    counts = grouped_counts(spark, tmp_path / "in")
 
     def start(writer, checkpoint):
         return (

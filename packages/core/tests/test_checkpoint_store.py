@@ -14,7 +14,7 @@ import pytest
 
 from eosink.errors import ConfigurationError
 from eosink.spark.checkpoint import hadoop_storage_options, stream_position
-from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
+from eosink.testing.s3 import S3Bucket, S3Endpoint, forget_default_credentials, s3_server
 
 pytest_plugins = ["eosink.testing.s3"]
 
@@ -33,18 +33,7 @@ def spark_conf(endpoint: S3Endpoint, **extra: str) -> dict[str, str]:
 @pytest.fixture
 def no_default_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """No AWS settings from the environment or ~/.aws: only what eosink passes counts."""
-    for name in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_S3",
-        "AWS_PROFILE",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    forget_default_credentials(monkeypatch, tmp_path)
 
 
 def write_offset(bucket: S3Bucket, batch_id: int) -> None:

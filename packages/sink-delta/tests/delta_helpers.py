@@ -5,52 +5,24 @@ from __future__ import annotations
 import glob
 import json
 import os
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from deltalake import write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
-from eosink_delta.sink import DeltaSink
 from eosink_delta.proof import PROOF_KEY
 
-from eosink import BatchOutcome
-from eosink.plugin import BatchContext, Proof
-from eosink.testing import run_batch
-from eosink.testing.local import LocalRunner
+from eosink.plugin import Proof
+from eosink.testing.local import numbered_rows, run_local
 
 QUERY = "00000000-0000-4000-8000-00000000000a"
 
 
-def rows(batch_id: int, n: int = 5, **extra: Any) -> pa.RecordBatch:
-    ids = [batch_id * 1000 + i for i in range(n)]
-    columns = {"id": pa.array(ids, pa.int64()), "name": pa.array([f"r{i}" for i in ids])}
-    columns.update(extra)
-    return pa.record_batch(columns)
-
-
-def run(
-    sink: DeltaSink,
-    batch_id: int,
-    parts: list[pa.RecordBatch] | None = None,
-    *,
-    writer_id: str = "w",
-    kind: str = "stream",
-    mode: str = "append",
-    query_id: str | None = QUERY,
-    plugins: tuple = (),
-) -> BatchOutcome:
-    parts = [rows(batch_id)] if parts is None else parts
-    ctx = BatchContext(
-        sink="delta",
-        writer_id=writer_id,
-        batch_id=batch_id,
-        kind=kind,  # type: ignore[arg-type]
-        mode=mode,  # type: ignore[arg-type]
-        query_id=query_id if kind == "stream" else None,
-        checkpoint=f"/ckpt/{query_id}" if kind == "stream" else None,
-    )
-    schema = parts[0].schema
-    return run_batch(sink, ctx, schema, LocalRunner([[p] for p in parts]), plugins=plugins)
+rows = numbered_rows
+#: ``run(sink, batch_id, parts=None, *, writer_id="w", kind="stream", mode="append",
+#: query_id=QUERY, plugins=())``: one batch through the protocol in this process.
+run = partial(run_local, sink_name="delta", query_id=QUERY)
 
 
 def log_actions(table: str) -> list[tuple[int, dict[str, Any]]]:

@@ -14,15 +14,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from delta_helpers import log_actions, txns
-from pyspark.errors import StreamingQueryException
-from pyspark.sql import functions as F
 
 import eosink
-from eosink.testing.faults import FaultPlugin
+from eosink.testing.e2e import SparkEndToEnd
 from eosink.testing.replay import (
     FILES,
     ROWS_PER_FILE,
     crash_once,
+    grouped_counts,
     json_stream,
     run_twice,
     write_json_source,
@@ -54,119 +53,56 @@ def stream(spark, source, marker):
     return json_stream(spark, source, crash_once(marker), schema=SCHEMA)
 
 
-def assert_exactly(path, expected_ids):
-    held = DeltaTable(path).to_pyarrow_table().column("id").to_pylist()
-    assert_exactly_once(held, expected_ids)
+class TestDeltaEndToEnd(SparkEndToEnd):
+    """The shared scenarios on Delta, with a timestamp column, read back by delta-rs; every
+    committed batch must leave exactly one ``txn`` in the log."""
 
+    sink_name = "delta"
+    schema = SCHEMA
 
-def assert_one_txn_per_batch(path, writer):
-    assert txns(path) == [(writer, b) for b in range(FILES)]
-    for _version, action in log_actions(path):
-        if "commitInfo" in action and "eosink.proof" in action["commitInfo"]:
-            proof = json.loads(action["commitInfo"]["eosink.proof"])
-            assert proof["query_id"], "the proof records the query id"
+    def row(self, n, i):
+        return timestamped(n, i)
 
+    def target(self, tmp_path):
+        return str(tmp_path / "table")
 
-@pytest.fixture
-def etc_utc(spark):
-    """Spark's session zone as many clusters have it: 'Etc/UTC' (delta-rs wants 'UTC')."""
-    spark.conf.set("spark.sql.session.timeZone", "Etc/UTC")
-    yield
-    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    def data_source_options(self):
+        return {"partitionBy": "name"}
 
+    def read_ids(self, target):
+        return DeltaTable(target).to_pyarrow_table().column("id").to_pylist()
 
-def test_foreach_batch_crashed_mid_batch_and_restarted(spark, tmp_path, etc_utc):
-    expected = write_source(str(tmp_path / "in"))
-    marker = tmp_path / "armed"
-    marker.touch()
-    target = str(tmp_path / "table")
-    writer = eosink.foreach_batch(eosink.sink("delta", path=target), writer_id="orders")
+    def assert_batches_recorded(self, target, writer_id, batches):
+        assert txns(target) == [(writer_id, b) for b in batches]
+        for _version, action in log_actions(target):
+            if "commitInfo" in action and "eosink.proof" in action["commitInfo"]:
+                proof = json.loads(action["commitInfo"]["eosink.proof"])
+                assert proof["query_id"], "the proof records the query id"
 
-    def start():
-        return (
-            stream(spark, str(tmp_path / "in"), str(marker))
-            .writeStream.foreachBatch(writer)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
+    @pytest.fixture
+    def session_settings(self, spark):
+        """Spark's session zone as many clusters have it: 'Etc/UTC' (delta-rs wants 'UTC')."""
+        spark.conf.set("spark.sql.session.timeZone", "Etc/UTC")
+        yield
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
 
-    run_twice(start)
-    assert not marker.exists()
-    assert_exactly(target, expected)
-    assert_one_txn_per_batch(target, "orders")
-    assert writer.committed == FILES
-    ts = DeltaTable(target).to_pyarrow_table().sort_by("id").column("ts")
-    assert ts.type == pa.timestamp("us", tz="UTC")
-    assert str(ts[0].as_py()) == "2024-01-01 10:00:00+00:00"
+    def check_foreach_batch(self, target):
+        ts = DeltaTable(target).to_pyarrow_table().sort_by("id").column("ts")
+        assert ts.type == pa.timestamp("us", tz="UTC")
+        assert str(ts[0].as_py()) == "2024-01-01 10:00:00+00:00"
 
+    def check_data_source(self, target):
+        assert DeltaTable(target).metadata().partition_columns == ["name"]
 
-def test_data_source_crashed_mid_batch_and_restarted(spark, tmp_path, etc_utc):
-    expected = write_source(str(tmp_path / "in"))
-    marker = tmp_path / "armed"
-    marker.touch()
-    target = str(tmp_path / "table")
-    assert "eosink-delta" in eosink.register_data_sources(spark)
-
-    def start():
-        return (
-            stream(spark, str(tmp_path / "in"), str(marker))
-            .writeStream.format("eosink-delta")
-            .option("writerId", "orders")
-            .option("path", target)
-            .option("partitionBy", "name")
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    run_twice(start)
-    assert_exactly(target, expected)
-    assert_one_txn_per_batch(target, "orders")
-    assert DeltaTable(target).metadata().partition_columns == ["name"]
-
-
-def test_foreach_batch_crash_after_commit_is_skipped_on_replay(spark, tmp_path):
-    """Committed, but Spark never recorded it: the replay is skipped, not written twice."""
-    expected = write_source(str(tmp_path / "in"))
-    target = str(tmp_path / "table")
-
-    writer = eosink.foreach_batch(
-        eosink.sink("delta", path=target),
-        writer_id="orders",
-        plugins=[FaultPlugin("after_commit", batch=1, times=1)],
-    )
-
-    def start():
-        return (
-            spark.readStream.schema("id long, name string, ts timestamp")
-            .option("maxFilesPerTrigger", 1)
-            .json(str(tmp_path / "in"))
-            .writeStream.foreachBatch(writer)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-        )
-
-    with pytest.raises(StreamingQueryException, match="after commit"):
-        start().awaitTermination()
-    start().awaitTermination()
-    assert_exactly(target, expected)
-    assert_one_txn_per_batch(target, "orders")
-    assert [o.status for o in writer.outcomes].count("skipped") == 1
+    def check_batch_versions(self, target):
+        assert txns(target) == [("dailyETL", 23424), ("anotherETL", 23424)]
 
 
 def test_complete_mode_through_the_data_source(spark, tmp_path):
     write_source(str(tmp_path / "in"))
     target = str(tmp_path / "table")
     eosink.register_data_sources(spark)
-    counts = (
-        spark.readStream.schema("id long, name string, ts timestamp")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-        .groupBy((F.col("id") % 3).alias("bucket"))
-        .count()
-    )
+    counts = grouped_counts(spark, tmp_path / "in", schema=SCHEMA, key="bucket")
     (
         counts.writeStream.format("eosink-delta")
         .outputMode("complete")
@@ -180,31 +116,6 @@ def test_complete_mode_through_the_data_source(spark, tmp_path):
     got = {r["bucket"]: r["count"] for r in DeltaTable(target).to_pyarrow_table().to_pylist()}
     assert sum(got.values()) == FILES * ROWS_PER_FILE and len(got) == 3
     assert txns(target) == [("counts", b) for b in range(FILES)]
-
-
-def test_seed_002_through_both_batch_apis(spark, tmp_path):
-    """dailyETL 23424 writes, 23422 is skipped, anotherETL 23424 writes."""
-    target = str(tmp_path / "table")
-    df = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, name string")
-    delta = eosink.sink("delta", path=target)
-    statuses = [
-        eosink.write_batch(df, delta, writer_id="dailyETL", version=v)[0].status
-        for v in (23424, 23422)
-    ]
-    eosink.register_data_sources(spark)
-    for writer_id, version in (("dailyETL", 23424), ("anotherETL", 23424)):
-        (
-            df.write.format("eosink-delta")
-            .option("writerId", writer_id)
-            .option("version", version)
-            .option("path", target)
-            .mode("append")
-            .save()
-        )
-    assert statuses == ["committed", "skipped"]
-    ids = DeltaTable(target).to_pyarrow_table().column("id").to_pylist()
-    assert sorted(ids) == [1, 1, 2, 2, 3, 3]
-    assert txns(target) == [("dailyETL", 23424), ("anotherETL", 23424)]
 
 
 def test_schema_mismatch_through_spark_fails_clearly(spark, tmp_path):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
-import struct
 from collections import Counter
 
 import pyarrow as pa
@@ -25,10 +24,14 @@ from eosink_delta.table import partition_value
 from eosink.plugin import BatchContext, ConfigurationError
 from eosink.testing import run_batch
 from eosink.testing.local import LocalRunner
+from eosink.testing.partition_values import (
+    HIVE_NULL,
+    NAN_PAYLOAD,
+    assert_read_back,
+    string_and_float_batch,
+)
 
-NAN_PAYLOAD = struct.unpack("d", struct.pack("Q", 0x7FF8000000000001))[0]
 FLOATS = [math.nan, -0.0, 0.0, math.inf, -math.inf, 1.5, 1e20, None, NAN_PAYLOAD]
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 STRINGS = ["", None, "a/b", "ü", "%", HIVE_NULL, " x ", "a=b", "%2F"]
 UTC = dt.timezone.utc
 
@@ -58,14 +61,6 @@ def sent(parts: list[pa.RecordBatch]) -> dict[int, object]:
     }
 
 
-def same_float(back, value) -> bool:
-    if value is None or back is None:
-        return back is value
-    if math.isnan(value):
-        return math.isnan(back)
-    return back == value and math.copysign(1, back) == math.copysign(1, value)
-
-
 def partition_values(path: str) -> set:
     return {a["add"]["partitionValues"]["v"] for _v, a in log_actions(path) if "add" in a}
 
@@ -77,9 +72,7 @@ def test_float_partition_values_read_back_once_with_their_value(tmp_path, type_)
     outcome = run(DeltaSink(path=path, partition_by=["v"]), 0, parts)
     expected = sent(parts)
     assert outcome.rows == len(expected) == 135
-    back = read_back(path)
-    assert set(back) == set(expected), f"{len(set(expected) - set(back))} rows missing"
-    assert not {i: (back[i], v) for i, v in expected.items() if not same_float(back[i], v)}
+    assert_read_back(read_back(path), expected)
     assert partition_values(path) == {
         "NaN", "-0.0", "0.0", "Infinity", "-Infinity", "1.5", "1.0E20", None,
     }  # fmt: skip
@@ -109,17 +102,10 @@ def test_empty_string_and_null_in_separate_batches_share_one_file(tmp_path):
 
 def test_two_partition_columns(tmp_path):
     path = str(tmp_path / "table")
-    pairs = [("", -0.0), (None, 0.0), ("a", math.nan), ("", 0.0), (None, NAN_PAYLOAD)] * 20
-    batch = pa.record_batch(
-        {
-            "id": pa.array(range(len(pairs)), pa.int64()),
-            "s": pa.array([s for s, _ in pairs], pa.string()),
-            "f": pa.array([f for _, f in pairs], pa.float64()),
-        }
-    )
+    batch = string_and_float_batch()
     run(DeltaSink(path=path, partition_by=["s", "f"]), 0, [batch.slice(0, 50), batch.slice(50)])
     table = DeltaTable(path).to_pyarrow_table()
-    assert sorted(table.column("id").to_pylist()) == list(range(len(pairs)))
+    assert sorted(table.column("id").to_pylist()) == list(range(batch.num_rows))
     adds = [a["add"]["partitionValues"] for _v, a in log_actions(path) if "add" in a]
     assert sorted((v["s"] or "", v["f"]) for v in adds) == [
         ("", "-0.0"), ("", "-0.0"), ("", "0.0"), ("", "0.0"), ("", "NaN"), ("", "NaN"),

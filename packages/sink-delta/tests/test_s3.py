@@ -5,7 +5,6 @@ race, bad stores refused before any data is written, and secrets kept out of sig
 from __future__ import annotations
 
 import json
-import logging
 import threading
 
 import pyarrow as pa
@@ -18,11 +17,11 @@ from eosink_delta.store import TableStore
 
 import eosink
 from eosink.plugin import BatchContext
-import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
 from eosink.testing.object_store import ObjectStoreRefusals, ObjectStoreStorage
 from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
+from eosink.testing.secrets import assert_masked, debug_logs
 
 
 def s3_sink(bucket: S3Bucket, key: str = "table", storage=None, **options) -> DeltaSink:
@@ -165,11 +164,9 @@ def test_spark_storage_options_reach_the_sink(s3_bucket):
 
 def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, caplog):
     secret = s3_bucket.endpoint.secret_key
-    eosink.configure_logging(json=True, level=logging.DEBUG)
-    try:
+    with debug_logs(capsys, caplog) as logs:
         sink = s3_sink(s3_bucket)
-        assert secret not in repr(sink) and secret not in repr(sink.options)
-        assert "***" in repr(sink.options)
+        assert_masked(sink, secret)
         assert run(sink, 0).status == "committed"
         assert run(sink, 0).status == "skipped"
         bad = pa.record_batch({"id": pa.array(["x"]), "name": pa.array(["y"])})
@@ -180,11 +177,7 @@ def test_secrets_stay_out_of_logs_errors_proofs_and_reprs(s3_bucket, capsys, cap
             BatchContext(sink="delta", writer_id="w", batch_id=0, kind="stream")
         )
         assert proof is not None and secret not in repr(proof)
-    finally:
-        eosink.logs.reset_logging()
-    captured = capsys.readouterr()
-    logs = captured.out + captured.err + caplog.text
-    assert "delta" in logs and secret not in logs
+    assert "delta" in logs.text and secret not in logs.text
     client = s3_bucket.endpoint.client()
     for key in keys(s3_bucket, "table/_delta_log/"):
         body = client.get_object(Bucket=s3_bucket.name, Key=key)["Body"].read()

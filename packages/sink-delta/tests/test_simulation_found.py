@@ -49,6 +49,16 @@ def begin(path: str, ctx: BatchContext, data: list[list[pa.RecordBatch]]) -> tup
     return pm, prepared.state, LocalRunner(data)(WriteTask(sink, ctx, prepared.state))
 
 
+def stalled_writer_1(tmp_path):
+    """A table keeping a short log, and writer-1's batch 0 written on its version 0 but not
+    committed (the driver stalls): the table's path, the batch's context and the attempt."""
+    path = str(tmp_path / "table")
+    DeltaTable.create(path, SCHEMA, partition_by=["p"], configuration=SHORT_LOG)
+    ctx = context(0)
+    with simulated_process("writer-1#0"):
+        return path, ctx, begin(path, ctx, rows(0))
+
+
 def test_a_zombie_commits_after_the_log_it_read_was_checkpointed_and_removed(tmp_path):
     """A driver reads the table (version 0), writes its batch, and stalls; its restart commits
     the batch (version 1), which writes a checkpoint and, with a log retention of zero, removes
@@ -60,11 +70,7 @@ def test_a_zombie_commits_after_the_log_it_read_was_checkpointed_and_removed(tmp
     Fixed in ``DeltaSink.commit``: a commit whose snapshot the log no longer holds is decided
     again on the table brought up to date.
     """
-    path = str(tmp_path / "table")
-    DeltaTable.create(path, SCHEMA, partition_by=["p"], configuration=SHORT_LOG)
-    ctx = context(0)
-    with simulated_process("writer-1#0"):
-        pm, state, results = begin(path, ctx, rows(0))
+    path, ctx, (pm, state, results) = stalled_writer_1(tmp_path)
     with simulated_process("writer-1#1"):
         sink = DeltaSink(path=path, partition_by=["p"])
         assert run_batch(sink, ctx, SCHEMA, LocalRunner(rows(0))).status == "committed"
@@ -82,11 +88,7 @@ def test_a_commit_on_a_snapshot_the_log_no_longer_holds_goes_through_when_its_ba
     """The same stall, but another writer's batch moved the log on: the stalled driver's batch
     is not in the table, so its commit goes through on the table brought up to date, with the
     other writer's rows kept."""
-    path = str(tmp_path / "table")
-    DeltaTable.create(path, SCHEMA, partition_by=["p"], configuration=SHORT_LOG)
-    ctx = context(0)
-    with simulated_process("writer-1#0"):
-        pm, state, results = begin(path, ctx, rows(0))
+    path, ctx, (pm, state, results) = stalled_writer_1(tmp_path)
     with simulated_process("writer-2#0"):
         sink = DeltaSink(path=path, partition_by=["p"])
         other = context(0, "writer-2")

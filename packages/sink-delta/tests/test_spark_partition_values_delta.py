@@ -5,7 +5,6 @@ reads each row back once, with its value; both writers write the same partition 
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import pytest
@@ -13,11 +12,7 @@ from deltalake import DeltaTable
 from delta_helpers import log_actions
 
 import eosink
-
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-STRINGS = ["", None, "a/b", "ü", "%", HIVE_NULL, "x"]
-FLOATS = ["cast('NaN' as double)", "cast('-0.0' as double)", "0.0D", "cast('Infinity' as double)",
-          "1.5D", "1e20D", "cast(null as double)"]  # fmt: skip
+from eosink.testing.partition_values import HIVE_NULL, same, tricky, write_tricky
 
 
 @pytest.fixture(scope="session")
@@ -27,28 +22,6 @@ def spark():
     session = local_spark()
     yield session
     session.stop()
-
-
-def tricky(spark, rows: int = 420, partitions: int = 4):
-    """``rows`` rows (``id``, ``s`` string, ``f`` double, ``x`` data) in ``partitions`` tasks,
-    every string meeting every float in every task."""
-    strings = ", ".join("null" if s is None else f"'{s}'" for s in STRINGS)
-    floats = ", ".join(FLOATS)
-    return spark.range(0, rows, 1, partitions).selectExpr(
-        "id",
-        f"element_at(array({strings}), cast(id % {len(STRINGS)} + 1 as int)) as s",
-        f"element_at(array({floats}), cast(floor(id / {len(STRINGS)}) % {len(FLOATS)} + 1 as int))"
-        " as f",
-        "cast(id as string) as x",
-    )
-
-
-def same(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    if isinstance(a, float) and math.isnan(a):
-        return isinstance(b, float) and math.isnan(b)
-    return a == b and (not isinstance(a, float) or math.copysign(1, a) == math.copysign(1, b))
 
 
 def check_read_back(path: str, df, columns: list[str]) -> None:
@@ -78,21 +51,7 @@ def partition_values(path: str) -> set[tuple]:
 def test_arrow_path_floats_and_strings_read_back_once(spark, tmp_path, door):
     path = str(tmp_path / "table")
     df = tricky(spark)
-    if door == "data_source":
-        eosink.register_data_sources(spark)
-        (
-            df.write.format("eosink-delta")
-            .option("writerId", "job")
-            .option("version", 1)
-            .option("path", path)
-            .option("partitionBy", "s,f")
-            .mode("append")
-            .save()
-        )
-    else:
-        sink = eosink.sink("delta", path=path, partition_by=["s", "f"], file_writer="arrow")
-        (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
-        assert (outcome.status, outcome.rows) == ("committed", 420)
+    write_tricky(df, "delta", path, door)
     check_read_back(path, df, ["s", "f"])
     floats = {dict(v)["f"] for v in partition_values(path)}
     assert floats == {"NaN", "-0.0", "0.0", "Infinity", "1.5", "1.0E20", None}

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pyarrow as pa
+from eosink_files.store import LocalStore
 
 from eosink.plugin import BatchContext
 from eosink.testing import run_batch
@@ -108,13 +109,31 @@ def synthesize_history(
 def commit_elsewhere(out: str, writer: str, batch_id: int, storage_options=None) -> str:
     """Commit one batch into ``out`` from another Python process (another driver, a zombie)."""
     sink = f"FilesSink(path={out!r}, storage_options={storage_options or {}!r})"
-    code = (
+    return run_elsewhere(
         "import sys; from files_helpers import run; from eosink_files.sink import FilesSink; "
         f"print(run({sink}, {batch_id}, writer={writer!r}).status)"
     )
+
+
+def run_elsewhere(code: str) -> str:
+    """Run Python ``code`` in another process, on this one's import path; the last line it
+    printed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
+
+
+def record_listings(monkeypatch) -> list[str]:
+    """Through pytest's ``monkeypatch``, every folder a local store lists from now on, in a
+    list that grows as the test runs."""
+    listdir, listed = LocalStore.listdir, []
+
+    def counted(self, relpath=""):
+        listed.append(relpath)
+        return listdir(self, relpath)
+
+    monkeypatch.setattr(LocalStore, "listdir", counted)
+    return listed

@@ -19,7 +19,7 @@ from eosink_files import read_table
 from eosink_files.log import LOG_DIR, log_files, reader_plan
 from eosink_files.sink import FilesSink
 from eosink_files.store import LocalStore
-from files_helpers import rows, run
+from files_helpers import record_listings, rows, run
 
 from eosink.plugin import BatchContext
 from eosink.clock import set_clock
@@ -150,13 +150,7 @@ def test_a_view_older_than_the_cleanup_delay_is_listed_again(tmp_path, clock, mo
     an expiry may remove the latest file and the next ones between two probes, so a stale
     view lists the log again."""
     out = str(tmp_path / "out")
-    listdir, listed = LocalStore.listdir, []
-
-    def counted(self, relpath=""):
-        listed.append(relpath)
-        return listdir(self, relpath)
-
-    monkeypatch.setattr(LocalStore, "listdir", counted)
+    listed = record_listings(monkeypatch)
     commit_as("B", out, range(3))
     assert listed.count(LOG_DIR) == 1  # the first use lists; the next batches probe
     clock.advance(DELAY_S / 4)

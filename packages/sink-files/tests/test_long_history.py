@@ -16,7 +16,7 @@ from eosink_files.log import LOG_DIR
 from eosink_files.log_view import EXPIRE_PER_COMMIT, forget_views
 from eosink_files.sink import FilesSink
 from eosink_files.store import LocalStore
-from files_helpers import commit_elsewhere, run, synthesize_history
+from files_helpers import commit_elsewhere, record_listings, run, synthesize_history
 
 from eosink.plugin import BatchContext
 from eosink.registry import plugin_manager
@@ -77,13 +77,7 @@ def test_concurrent_commit_of_the_same_batch_loses_cleanly(table, monkeypatch):
 
 def test_the_log_is_listed_once_per_process(tmp_path, monkeypatch):
     out = str(tmp_path / "out")
-    listdir, listed = LocalStore.listdir, []
-
-    def counted(self, relpath=""):
-        listed.append(relpath)
-        return listdir(self, relpath)
-
-    monkeypatch.setattr(LocalStore, "listdir", counted)
+    listed = record_listings(monkeypatch)
     for b in range(30):
         run(FilesSink(path=out), b)
     assert listed.count(LOG_DIR) == 1

@@ -3,10 +3,6 @@ drivers, a store without conditional create, bad stores, and secrets kept out of
 
 from __future__ import annotations
 
-import logging
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,14 +10,14 @@ from eosink_files import committed_files, read_log, read_table
 from eosink_files.log import LOG_DIR
 from eosink_files.sink import FilesSink
 from eosink_files.fsspec_store import FsspecStore
-from files_helpers import commit_elsewhere, run
+from files_helpers import commit_elsewhere, run, run_elsewhere
 
 import eosink
-import eosink.logs
 from eosink import ConfigurationError
 from eosink.testing.conformance import SinkConformance
 from eosink.testing.object_store import FsspecStorage, ObjectStoreRefusals
 from eosink.testing.s3 import Fault, S3Bucket
+from eosink.testing.secrets import assert_masked, debug_logs
 
 
 def s3_sink(bucket: S3Bucket, **options) -> FilesSink:
@@ -99,11 +95,9 @@ def test_racing_drivers_publish_a_batch_once(s3_bucket, monkeypatch):
 
 def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, capsys):
     secret = s3_bucket.endpoint.secret_key
-    eosink.configure_logging(json=True, level=logging.DEBUG)
-    try:
+    with debug_logs(capsys, caplog) as logs:
         sink = s3_sink(s3_bucket)
-        assert secret not in repr(sink) and secret not in repr(sink.options)
-        assert "***" in repr(sink.options)
+        assert_masked(sink, secret)
         from_spark = eosink.sink(
             "files",
             path=s3_bucket.uri("out"),
@@ -120,12 +114,8 @@ def test_secrets_stay_out_of_logs_errors_manifests_and_reprs(s3_bucket, caplog, 
         with pytest.raises(ConfigurationError) as info:
             run(bad, 1)
         assert secret not in str(info.value) and secret not in repr(info.value)
-    finally:
-        eosink.logs.reset_logging()
-    captured = capsys.readouterr()
-    logs = captured.out + captured.err + caplog.text
-    assert "files" in logs  # the batch was logged
-    assert secret not in logs
+    assert "files" in logs.text  # the batch was logged
+    assert secret not in logs.text
     client = s3_bucket.endpoint.client()
     for key in published(s3_bucket):
         body = client.get_object(Bucket=s3_bucket.name, Key=key)["Body"].read().decode()
@@ -138,16 +128,10 @@ def commit_elsewhere_many(bucket: S3Bucket, batch_ids: range) -> list[str]:
     """Commit these batches from another Python process (a commit worker of Spark's driver)."""
     options = bucket.endpoint.fsspec_options()
     sink = f"FilesSink(path={bucket.uri('out')!r}, storage_options={options!r}, compact_interval=3)"
-    code = (
+    return run_elsewhere(
         "from files_helpers import run; from eosink_files.sink import FilesSink; "
         f"print(' '.join(run({sink}, b).status for b in {list(batch_ids)!r}))"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1].split()
+    ).split()
 
 
 def test_a_reused_process_sees_log_files_another_process_published(s3_bucket):

@@ -7,7 +7,6 @@ Values nobody writes on purpose: NaN (of any bits), ``-0.0`` next to ``0.0``, in
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 
@@ -16,23 +15,7 @@ import pytest
 import eosink
 from eosink_files.writers import DEFAULT_PARTITION, partition_text
 
-STRINGS = ["", None, "a/b", "ü", "%", DEFAULT_PARTITION, "x"]
-FLOATS = ["cast('NaN' as double)", "cast('-0.0' as double)", "0.0D", "cast('Infinity' as double)",
-          "1.5D", "1e20D", "cast(null as double)"]  # fmt: skip
-
-
-def tricky(spark, rows: int = 420, partitions: int = 4):
-    """``rows`` rows (``id``, ``s`` string, ``f`` double, ``x`` data) in ``partitions`` tasks,
-    every string meeting every float in every task."""
-    strings = ", ".join("null" if s is None else f"'{s}'" for s in STRINGS)
-    floats = ", ".join(FLOATS)
-    return spark.range(0, rows, 1, partitions).selectExpr(
-        "id",
-        f"element_at(array({strings}), cast(id % {len(STRINGS)} + 1 as int)) as s",
-        f"element_at(array({floats}), cast(floor(id / {len(STRINGS)}) % {len(FLOATS)} + 1 as int))"
-        " as f",
-        "cast(id as string) as x",
-    )
+from eosink.testing.partition_values import same, tricky, write_tricky
 
 
 def expected(df) -> dict[int, tuple]:
@@ -43,24 +26,15 @@ def expected(df) -> dict[int, tuple]:
     }
 
 
-def same(a: tuple, b: tuple) -> bool:
-    (s1, f1), (s2, f2) = a, b
-    if s1 != s2 or (f1 is None) != (f2 is None):
-        return False
-    if f1 is None:
-        return True
-    if math.isnan(f1):
-        return math.isnan(f2)
-    return f1 == f2 and math.copysign(1, f1) == math.copysign(1, f2)
-
-
 def check_spark_reads_back(spark, out: str, want: dict[int, tuple]) -> None:
     back = spark.read.schema("x string, id long, s string, f double").parquet(out)
     rows = back.select("id", "s", "f").collect()
     counts = Counter(r.id for r in rows)
     assert not [i for i, n in counts.items() if n > 1], "rows read back twice"
     assert set(counts) == set(want), f"{len(set(want) - set(counts))} rows missing"
-    wrong = {r.id: ((r.s, r.f), want[r.id]) for r in rows if not same((r.s, r.f), want[r.id])}
+    wrong = {
+        r.id: ((r.s, r.f), want[r.id]) for r in rows if not all(map(same, (r.s, r.f), want[r.id]))
+    }
     assert not wrong
 
 
@@ -85,21 +59,7 @@ def test_every_row_reads_back_once_by_sparks_reader(spark, tmp_path, door):
     engine (Spark's own writer stages the batch) alike."""
     out = str(tmp_path / "out")
     df = tricky(spark)
-    if door == "data_source":
-        eosink.register_data_sources(spark)
-        (
-            df.write.format("eosink-files")
-            .option("writerId", "job")
-            .option("version", 1)
-            .option("path", out)
-            .option("partitionBy", "s,f")
-            .mode("append")
-            .save()
-        )
-    else:
-        sink = eosink.sink("files", path=out, partition_by=["s", "f"], file_writer=door)
-        (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
-        assert (outcome.status, outcome.rows) == ("committed", 420)
+    write_tricky(df, "files", out, door)
     check_spark_reads_back(spark, out, expected(df))
     assert layout(out) == LAYOUT
 

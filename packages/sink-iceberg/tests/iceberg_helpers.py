@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import glob
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from eosink import BatchOutcome
-from eosink.plugin import BatchContext
-from eosink.testing import run_batch
-from eosink.testing.local import LocalRunner
+from eosink.testing.local import numbered_rows, run_local
 
 QUERY = "00000000-0000-4000-8000-00000000000b"
 TABLE = "lake.events"
@@ -109,35 +107,10 @@ def read_duckdb(catalog: dict[str, str], table: str = TABLE) -> pa.Table | list:
         con.close()
 
 
-def rows(batch_id: int, n: int = 5, **extra: Any) -> pa.RecordBatch:
-    ids = [batch_id * 1000 + i for i in range(n)]
-    columns = {
-        "id": pa.array(ids, pa.int64()),
-        "name": pa.array([f"r{i}" for i in ids], pa.string()),
-    }
-    columns.update(extra)
-    return pa.record_batch(columns)
-
-
-def run(
-    sink: Any,
-    batch_id: int,
-    parts: list[pa.RecordBatch] | None = None,
-    *,
-    writer_id: str = "w",
-    mode: str = "append",
-    query_id: str | None = QUERY,
-) -> BatchOutcome:
-    parts = [rows(batch_id)] if parts is None else parts
-    ctx = BatchContext(
-        sink="iceberg",
-        writer_id=writer_id,
-        batch_id=batch_id,
-        mode=mode,  # type: ignore[arg-type]
-        query_id=query_id,
-        checkpoint=f"/ckpt/{query_id}",
-    )
-    return run_batch(sink, ctx, parts[0].schema, LocalRunner([[p] for p in parts]))
+rows = numbered_rows
+#: ``run(sink, batch_id, parts=None, *, writer_id="w", mode="append", query_id=QUERY)``: one
+#: stream batch through the protocol in this process.
+run = partial(run_local, sink_name="iceberg", query_id=QUERY)
 
 
 def read_checked(catalog: dict[str, str], table: str = TABLE) -> pa.Table | list:

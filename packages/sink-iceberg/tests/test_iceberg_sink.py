@@ -88,18 +88,27 @@ def _begin(sink: IcebergSink, batch: int):
     return pm, ctx, prepare(pm, ctx, rows(batch).schema).state
 
 
-def test_zombie_loses_even_where_the_table_asks_pyiceberg_to_retry(sink, catalog):
-    """pyiceberg retries a failed commit by re-applying the same updates (files and proof
-    property) on the new head without asking whether the batch is there: with the table's
-    ``commit.retry.num-retries`` at 5 a zombie would commit the batch twice, if eosink let it."""
+def _zombie_written_after_batch_0(sink, catalog, attempt: int):
+    """Batch 0 committed, the table asking pyiceberg to retry failed commits, and a zombie's
+    attempt ``attempt`` of batch 1 written (not committed): the zombie's sink, plugin manager,
+    context, state and write results."""
     assert run(sink, 0).status == "committed"
     with load(catalog).transaction() as txn:
         txn.set_properties({"commit.retry.num-retries": "5", "commit.retry.min-wait-ms": "1"})
     zombie = IcebergSink(table=TABLE, catalog=catalog)
     pm, ctx, state = _begin(zombie, 1)
+    batches = iter([rows(1)])
     results = [
-        pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=7, batches=iter([rows(1)]))
+        pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=attempt, batches=batches)
     ]
+    return zombie, pm, ctx, state, results
+
+
+def test_zombie_loses_even_where_the_table_asks_pyiceberg_to_retry(sink, catalog):
+    """pyiceberg retries a failed commit by re-applying the same updates (files and proof
+    property) on the new head without asking whether the batch is there: with the table's
+    ``commit.retry.num-retries`` at 5 a zombie would commit the batch twice, if eosink let it."""
+    _, pm, ctx, state, results = _zombie_written_after_batch_0(sink, catalog, attempt=7)
     assert run(sink, 1).status == "committed"  # the restarted driver's attempt
     # the zombie's commit, from the head it planned on: a conflict, then the proof says done
     from eosink.plugin import AlreadyCommitted
@@ -120,14 +129,7 @@ def test_zombie_committing_on_a_stale_head_is_refused_by_the_catalog(sink, catal
     other attempt committed. The catalog refuses its commit (the main branch moved), the sink
     loads the table again, finds the proof, and publishes nothing; pyiceberg's own retry,
     which the table asks for here, would have re-applied the zombie's files on the new head."""
-    assert run(sink, 0).status == "committed"
-    with load(catalog).transaction() as txn:
-        txn.set_properties({"commit.retry.num-retries": "5", "commit.retry.min-wait-ms": "1"})
-    zombie = IcebergSink(table=TABLE, catalog=catalog)
-    pm, ctx, state = _begin(zombie, 1)
-    results = [
-        pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=3, batches=iter([rows(1)]))
-    ]
+    zombie, pm, ctx, state, results = _zombie_written_after_batch_0(sink, catalog, attempt=3)
     real_decide = IcebergSink._decide
     calls = []
 

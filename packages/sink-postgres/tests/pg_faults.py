@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
-from eosink.testing.faultfs import StoreFault
+from eosink.testing.faultfs import ArmedFaults, StoreFault
 
 HOST = "127.0.0.1"
 SSL_REQUEST, GSS_REQUEST = 80877103, 80877104
@@ -166,7 +166,7 @@ class Connection:
             self.close()
 
 
-class FaultProxy:
+class FaultProxy(ArmedFaults):
     """A loopback proxy to the server of ``database_url``; ``url`` is the same database
     through the proxy. Use as a context manager (it stops listening at exit)."""
 
@@ -208,15 +208,6 @@ class FaultProxy:
     @property
     def fired(self) -> list[Fired]:
         return list(self._fired)
-
-    def arm(self, *faults: StoreFault) -> None:
-        with self.lock:
-            self.faults.extend(faults)
-
-    def disarm(self) -> list[StoreFault]:
-        with self.lock:
-            left, self.faults = self.faults, []
-            return left
 
     def reset(self) -> None:
         """No faults armed (a new history)."""

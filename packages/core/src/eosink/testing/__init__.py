@@ -9,10 +9,12 @@ more than eosink; the conformance kit and the kit's other modules need its ``tes
 (``make_sink`` and ``read_rows``) to prove a sink exactly-once; see the class docstring. The
 other shared pieces of a sink's tests: ``simulation`` (generated histories), ``object_store``
 (bad object stores refused), ``replay`` (a Spark query crashed mid-batch and replayed),
-``killed_query`` (a Spark query in its own process, SIGKILLed mid-batch and restarted),
-``s3`` (a loopback S3 server, with ``s3_faults``), ``postgres`` and ``cluster``. The
-benchmarks': ``hook_timer`` (the time of a batch's driver hooks) and ``stream_input`` (the
-throughput benchmarks' Parquet input).
+``e2e`` (the end-to-end Spark scenarios as an abstract test class), ``killed_query`` (a Spark
+query in its own process, SIGKILLed mid-batch and restarted), ``partition_values`` (values
+nobody partitions by on purpose), ``secrets`` (secrets kept out of reprs and logs), ``s3`` (a
+loopback S3 server, with ``s3_faults``), ``postgres`` and ``cluster``. The benchmarks':
+``hook_timer`` (the time of a batch's driver hooks) and ``stream_input`` (the throughput
+benchmarks' Parquet input, a sink's queries through both doors, a bare loop in Spark's tasks).
 """
 
 from eosink.protocol import run_batch

@@ -78,11 +78,14 @@ class FaultTarget(Protocol):
     """
 
     @property
-    def fired(self) -> Sequence[Any]: ...
+    def fired(self) -> Sequence[Any]:
+        ...
 
-    def arm(self, *faults: StoreFault) -> None: ...
+    def arm(self, *faults: StoreFault) -> None:
+        ...
 
-    def disarm(self) -> Any: ...
+    def disarm(self) -> Any:
+        ...
 
 
 @attrs.define
@@ -93,8 +96,26 @@ class FiredFault:
     request: int
 
 
+class ArmedFaults:
+    """The arming half of a :class:`FaultTarget` that decides faults itself: the armed faults
+    in ``faults``, guarded by ``lock`` (both the subclass's), which its requests consult."""
+
+    lock: Any
+    faults: list[StoreFault]
+
+    def arm(self, *faults: StoreFault) -> None:
+        with self.lock:
+            self.faults.extend(faults)
+
+    def disarm(self) -> list[StoreFault]:
+        """Remove every armed fault; returns those that never fired."""
+        with self.lock:
+            left, self.faults = self.faults, []
+            return left
+
+
 @attrs.define(eq=False)
-class ObjectStore:
+class ObjectStore(ArmedFaults):
     """The objects of one store, its request counter and its armed faults."""
 
     name: str
@@ -122,16 +143,6 @@ class ObjectStore:
         return f"{PROTOCOL}://{self.name}" + (f"/{path.strip('/')}" if path else "")
 
     # -- faults ----------------------------------------------------------------------------
-    def arm(self, *faults: StoreFault) -> None:
-        with self.lock:
-            self.faults.extend(faults)
-
-    def disarm(self) -> list[StoreFault]:
-        """Remove every armed fault; returns those that never fired."""
-        with self.lock:
-            left, self.faults = self.faults, []
-            return left
-
     def request(
         self, op: Op, key: str, action: Callable[[], T], partial: Callable[[], Any] | None = None
     ) -> T:

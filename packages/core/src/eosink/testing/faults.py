@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -174,3 +174,31 @@ class LeftoverPartFile:
             path = os.path.join(self.staging_root, staging, FOREIGN_PART_FILE)
             pq.write_table(pa.table({"id": ids}), path)
         return (yield)
+
+
+def assert_leftover_part_file_refused(
+    df: Any,
+    sink: Any,
+    staging_root: str,
+    rows: int,
+    nothing_published: Callable[[], None],
+    *,
+    id_type: str = "int64",
+) -> None:
+    """Write ``df`` (``rows`` rows, over several tasks) to ``sink`` with a
+    :class:`LeftoverPartFile` in its staging folder: the batch must be refused, its staged rows
+    counted against the tasks' own, and ``nothing_published`` (the caller's check of the
+    target) must pass; written again without the stray file, the batch must commit."""
+    import pytest
+
+    import eosink
+    from eosink.errors import StagedRowsMismatchError
+
+    stray = LeftoverPartFile(staging_root, id_type=id_type)
+    with pytest.raises(
+        StagedRowsMismatchError, match=f"staged {rows + len(stray.ids)} rows.*counted {rows}"
+    ):
+        eosink.write_batch(df, sink, writer_id="job", version=1, executor_plugins=[stray])
+    nothing_published()
+    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert outcome.status == "committed"

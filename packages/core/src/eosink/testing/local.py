@@ -12,12 +12,13 @@ from __future__ import annotations
 import itertools
 import pickle
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 import pyarrow as pa
 
-from eosink.model import PartitionResult
-from eosink.protocol import WriteTask
+from eosink.model import BatchContext, BatchOutcome, PartitionResult
+from eosink.protocol import WriteTask, run_batch
 from eosink.testing.faults import RetryableTaskError, task_attempt
 
 #: Task attempt ids, unique in the process like Spark's ``taskAttemptId`` in an application.
@@ -51,3 +52,46 @@ class LocalRunner:
                     continue
                 break
         return results
+
+
+def numbered_rows(batch_id: int, n: int = 5, **extra: Any) -> pa.RecordBatch:
+    """``n`` rows of batch ``batch_id``: ``id`` (int64) ``batch_id * 1000 + i``, ``name``
+    ``r<id>``, then the ``extra`` columns; ids of different batches never meet."""
+    ids = [batch_id * 1000 + i for i in range(n)]
+    columns = {
+        "id": pa.array(ids, pa.int64()),
+        "name": pa.array([f"r{i}" for i in ids], pa.string()),
+    }
+    columns.update(extra)
+    return pa.record_batch(columns)
+
+
+def run_local(
+    sink: Any,
+    batch_id: int,
+    parts: list[pa.RecordBatch] | None = None,
+    *,
+    sink_name: str,
+    query_id: str | None,
+    writer_id: str = "w",
+    kind: str = "stream",
+    mode: str = "append",
+    plugins: tuple = (),
+) -> BatchOutcome:
+    """Batch ``batch_id`` through the whole protocol in this process, one task per record
+    batch of ``parts`` (:func:`numbered_rows` by default); a stream batch of query ``query_id``
+    (its checkpoint ``/ckpt/<query_id>``), or a batch job's version (``kind="batch"``).
+
+    A sink's tests bind their sink's name and query once:
+    ``run = functools.partial(run_local, sink_name="delta", query_id=QUERY)``."""
+    parts = [numbered_rows(batch_id)] if parts is None else parts
+    ctx = BatchContext(
+        sink=sink_name,
+        writer_id=writer_id,
+        batch_id=batch_id,
+        kind=kind,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        query_id=query_id if kind == "stream" else None,
+        checkpoint=f"/ckpt/{query_id}" if kind == "stream" else None,
+    )
+    return run_batch(sink, ctx, parts[0].schema, LocalRunner([[p] for p in parts]), plugins=plugins)

@@ -82,6 +82,22 @@ def json_stream(
     return df if transform is None else df.mapInArrow(transform, df.schema)
 
 
+def grouped_counts(
+    spark: Any, folder: str | os.PathLike[str], *, schema: str = SCHEMA, key: str = "k"
+) -> Any:
+    """The streaming aggregation of the source, one file per batch: rows counted by
+    ``id % 3`` (column ``key``), for the complete and update output modes."""
+    from pyspark.sql import functions as F
+
+    return (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+        .groupBy((F.col("id") % 3).alias(key))
+        .count()
+    )
+
+
 def arm(marker: str | os.PathLike[str]) -> str:
     """Create the marker file that arms :func:`crash_once`; returns its path."""
     open(marker, "w").close()

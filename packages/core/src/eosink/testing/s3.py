@@ -401,6 +401,27 @@ if pytest is not None:
         faults.clear()
 
 
+#: The environment variables through which boto3-compatible clients find AWS settings.
+AWS_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_PROFILE",
+)
+
+
+def forget_default_credentials(monkeypatch: Any, tmp_path: Any) -> None:
+    """Through pytest's ``monkeypatch``: no AWS settings from the environment, ``~/.aws`` or the
+    instance metadata, so that a client finds only what eosink passes it."""
+    for name in AWS_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="moto's S3 server on 127.0.0.1, for tests")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
