@@ -7,8 +7,9 @@ sections call these functions.
   warehouse in the run's folder, beside eosink-files' foreachBatch arrow path (the same front
   door, files written by pyarrow); target: foreachBatch >= 0.9x of it.
 * overhead (section 2) and history (section 3): ``eosink_iceberg_benchmarks.commits.measure``
-  (sink-iceberg's driver-side benchmark): ``is_committed + commit`` minus a bare pyiceberg fast append of the
-  same files into a table of the same history, run interleaved (target <= 30 ms median), and
+  (sink-iceberg's driver-side benchmark): ``is_committed + commit`` minus a bare pyiceberg fast
+  append of the same files into a table of the same history, run interleaved (target <= 30 ms
+  median), and
   the whole batch's cost at batch N vs batch 10 with what eosink does about the history
   (``keep_snapshots`` and merge appends; target <= 1.5x). The history is real commits (an
   Iceberg table's history cannot be synthesized the way a log can), so its length is the

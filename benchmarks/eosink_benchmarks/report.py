@@ -166,7 +166,6 @@ class Report:
             lines += [f"![{title}]({png})\n" for png in pngs]
         return "\n".join(lines)
 
-
     def load_table(self) -> Table:
         total = sum(minutes for _, minutes, _ in self.loads)
         return Table(

@@ -38,9 +38,7 @@ def with_coordinates(df: Any) -> Any:
     """The stream with the source coordinates a queue would give each row."""
     from pyspark.sql import functions as F
 
-    return df.withColumn("tablet_index", F.col("id") % TABLETS).withColumn(
-        "row_index", F.col("id")
-    )
+    return df.withColumn("tablet_index", F.col("id") % TABLETS).withColumn("row_index", F.col("id"))
 
 
 def upsert(config: dict[str, Any], path: str) -> Callable[[Iterator[pa.RecordBatch]], int]:
