@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import append, consumer_offsets, make_consumer, make_queue, source_options
+from conftest import append, make_queue, source_options
 
 import eosink
+from eosink_yt_emulator.queue_tables import consumer_offsets, create_consumer
 from eosink_yt_queue import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, register
 
 Q = "//q/events"
@@ -137,7 +138,7 @@ def test_two_queues_with_a_queue_id_and_a_consumer(spark, yt_emulator, tmp_path)
         for tablet in range(2):
             append(yt, queue, tablet, n * 100_000 + tablet * 1000, 12)
     consumer = "//q/consumer"
-    make_consumer(yt, consumer)
+    create_consumer(yt, consumer)
     df = stream_of(
         spark,
         yt_emulator,
