@@ -9,6 +9,7 @@ import pytest
 from conftest import append, make_queue, source_options
 
 import eosink
+from eosink_yt_emulator.kit import sink_options
 from eosink_yt_emulator.queue_tables import consumer_offsets, create_consumer
 from eosink_yt_queue import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, register
 
@@ -212,10 +213,8 @@ def test_without_service_columns_yt_dynamic_refuses_the_batch(spark, yt_emulator
     )
     sink = eosink.sink(
         "yt-dynamic",
-        proxy=yt_emulator.url,
         path=out,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
     query = (
         stream(spark, yt_emulator)
