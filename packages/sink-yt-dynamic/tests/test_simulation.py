@@ -93,10 +93,8 @@ def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: 
     good = pa.record_batch([[1], [dt.date(1970, 1, 1)], [0], [1]], schema=schema)
     bad = pa.record_batch([[2], [dt.date(1, 2, 3)], [1], [2]], schema=schema)
     sink = YtDynamicSink(
-        proxy=yt_emulator.url,
         path=path,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
     ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=0)
     with pytest.raises(ConfigurationError, match=r"column 'd'.*0001-02-03.*1970-01-01.*cast"):

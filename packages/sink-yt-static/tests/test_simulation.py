@@ -79,10 +79,8 @@ def test_history_a_timestamp_yt_cannot_hold_is_refused(yt_emulator: Any) -> None
     good = pa.record_batch([[1], [dt.datetime(1970, 1, 1)]], schema=schema)
     bad = pa.record_batch([[2], [dt.datetime(1900, 1, 1)]], schema=schema)
     sink = YtStaticSink(
-        proxy=yt_emulator.url,
         path=path,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
     ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=0)
     with pytest.raises(ConfigurationError, match=r"column 't'.*1900-01-01.*1970-01-01.*cast"):
