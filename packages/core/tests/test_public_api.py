@@ -10,6 +10,7 @@ import pytest
 
 import eosink
 import eosink.plugin
+import eosink.spark
 import eosink.testing
 
 USER_API = {
@@ -27,6 +28,25 @@ USER_API = {
     "register_data_sources",
     "sink",
     "write_batch",
+}
+
+#: What ``eosink.spark`` exports: the front doors users call (``foreach_batch``, ``write_batch``,
+#: ``register``) and what sink authors drive Spark's writers with.
+SPARK_API = {
+    "StagedFile",
+    "StagedFiles",
+    "foreach_batch",
+    "is_classic",
+    "register",
+    "session_conf",
+    "stage_dataframe",
+    "write_batch",
+}
+
+#: Internals of ``eosink.spark`` that its ``__all__`` once listed, and the module each lives in.
+SPARK_INTERNALS = {
+    "ForeachBatchWriter": "eosink.spark.foreach_batch",
+    "MICROS_TIMESTAMPS": "eosink.spark.session",
 }
 
 #: What ``eosink.__all__`` held before the split, and where each name lives now.
@@ -56,6 +76,18 @@ def test_eosink_exports_the_user_api_only():
     assert set(eosink.__all__) == USER_API
     for name in eosink.__all__:
         assert getattr(eosink, name) is not None
+
+
+def test_eosink_spark_exports_the_front_doors_and_the_sink_authors_helpers_only():
+    assert set(eosink.spark.__all__) == SPARK_API
+    for name in eosink.spark.__all__:
+        assert getattr(eosink.spark, name) is not None
+
+
+@pytest.mark.parametrize(("name", "module"), sorted(SPARK_INTERNALS.items()))
+def test_eosink_spark_internals_stay_importable_from_their_modules(name, module):
+    assert name not in eosink.spark.__all__
+    assert getattr(importlib.import_module(module), name) is not None
 
 
 def test_the_user_api_is_unchanged_apart_from_what_moved():

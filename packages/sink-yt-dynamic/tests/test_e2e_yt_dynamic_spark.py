@@ -16,6 +16,7 @@ import pytest
 from conftest import OUT, rows_schema, table_rows
 
 import eosink
+from eosink_yt_emulator.kit import sink_options
 from eosink_yt_dynamic import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, create_output_table, with_queue_id
 from eosink_yt_dynamic.tables import ensure_dynamic_table
 
@@ -91,10 +92,8 @@ def test_foreach_batch_killed_mid_batch_and_restarted(spark, yt_emulator, yt, tm
     create_output_table(yt, OUT, rows_schema())
     sink = eosink.sink(
         "yt-dynamic",
-        proxy=yt_emulator.url,
         path=OUT,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
 
     def query():
@@ -179,11 +178,9 @@ def test_foreach_batch_fan_out_with_a_shared_progress_path(spark, yt_emulator, y
         sinks.append(
             eosink.sink(
                 "yt-dynamic",
-                proxy=yt_emulator.url,
                 path=path,
                 progress_path="//home/eosink/progress",
-                proxy_discovery=False,
-                client_config=yt_emulator.client_config(),
+                **sink_options(yt_emulator),
             )
         )
     writer = eosink.foreach_batch(*sinks, writer_id="orders")

@@ -10,7 +10,6 @@ are upserted (an idempotent receiver has no staging), which the kit is told.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 from typing import Any
 
 import pyarrow as pa
@@ -25,17 +24,10 @@ from eosink.testing import LocalRunner
 from eosink.testing.faults import FaultPlugin
 from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation
 from eosink_yt_dynamic import YtDynamicSink, create_output_table
-from eosink_yt_emulator.kit import FIRST, LAST, YT_TYPES, KitStore, yt_value
+from eosink_yt_emulator.kit import KitStore, YtSimulation, history_path, sink_options
 
-UTC = dt.timezone.utc
-_histories = itertools.count()  # a fresh table path per history
-#: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation). The sink
-#: refuses values outside with a clear error (test_history_* below); the histories draw inside.
-YT_VALUES = {
-    "date": st.dates(FIRST.date(), LAST.date()),
-    "timestamp": st.datetimes(FIRST, LAST),
-    "timestamp_utc": st.datetimes(FIRST, LAST, timezones=st.just(UTC)),
-}
+# The histories draw dates and times inside what YT holds (YtSimulation); the sink refuses
+# values outside with a clear error (test_history_* below).
 
 
 def read_back(client: Any, path: str, binary: set[str]) -> list[dict[str, Any]]:
@@ -48,9 +40,7 @@ def read_back(client: Any, path: str, binary: set[str]) -> list[dict[str, Any]]:
     ]
 
 
-class TestYtDynamicSimulation(SinkSimulation):
-    simulation_types = YT_TYPES
-    simulation_values = YT_VALUES
+class TestYtDynamicSimulation(YtSimulation, SinkSimulation):
     simulation_visible_before_commit = True
     # CI budget: about 20 s on a loaded 2-core machine (the emulator's requests dominate)
     simulation_examples = 8
@@ -61,24 +51,14 @@ class TestYtDynamicSimulation(SinkSimulation):
         its keys (the duplicate check across chunks)."""
         return st.sampled_from([{}, {"rows_per_transaction": 2}])
 
-    @pytest.fixture
-    def simulation_env(self, yt_emulator: Any) -> Any:
-        return yt_emulator
-
     def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
         client = env.client()
-        path = f"//home/sim/h{next(_histories)}/out"
+        path = history_path()
         empty = pa.RecordBatch.from_pylist([], schema=spec.schema)
         create_output_table(client, path, self.simulation_batch(spec, empty, 0, 0, 0).schema)
         binary = {f.name for f in spec.schema if f.type == pa.binary()}
         return SimTarget(
-            sink=lambda: YtDynamicSink(
-                proxy=env.url,
-                path=path,
-                proxy_discovery=False,
-                client_config=env.client_config(),
-                **spec.options,
-            ),
+            sink=lambda: YtDynamicSink(path=path, **sink_options(env), **spec.options),
             read=lambda: read_back(client, path, binary),
             store=KitStore(env.faults),
             # a careless operator: the next batch must refuse the unmounted table
@@ -92,9 +72,6 @@ class TestYtDynamicSimulation(SinkSimulation):
         n = batch.num_rows
         batch = batch.append_column("tablet_index", pa.array([partition] * n, pa.int64()))
         return batch.append_column("row_index", batch.column("id"))
-
-    def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
-        return {k: yt_value(v) for k, v in row.items()}
 
 
 def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: Any) -> None:
@@ -116,10 +93,8 @@ def test_history_a_date_yt_cannot_hold_is_refused_before_its_chunk(yt_emulator: 
     good = pa.record_batch([[1], [dt.date(1970, 1, 1)], [0], [1]], schema=schema)
     bad = pa.record_batch([[2], [dt.date(1, 2, 3)], [1], [2]], schema=schema)
     sink = YtDynamicSink(
-        proxy=yt_emulator.url,
         path=path,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
     ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=0)
     with pytest.raises(ConfigurationError, match=r"column 'd'.*0001-02-03.*1970-01-01.*cast"):

@@ -8,7 +8,6 @@ client's own ``read_table``, never with the sink's helpers.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 from typing import Any
 
 import pyarrow as pa
@@ -22,18 +21,11 @@ from eosink.registry import plugin_manager
 from eosink.testing import LocalRunner
 from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
 from eosink_yt_common import yt_schema
-from eosink_yt_emulator.kit import FIRST, LAST, YT_TYPES, KitStore, yt_value
+from eosink_yt_emulator.kit import KitStore, YtSimulation, history_path, sink_options
 from eosink_yt_static.sink import YtStaticSink
 
-UTC = dt.timezone.utc
-_histories = itertools.count()  # a fresh table path per history
-#: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation). The sink
-#: refuses values outside with a clear error (test_history_* below); the histories draw inside.
-YT_VALUES = {
-    "date": st.dates(FIRST.date(), LAST.date()),
-    "timestamp": st.datetimes(FIRST, LAST),
-    "timestamp_utc": st.datetimes(FIRST, LAST, timezones=st.just(UTC)),
-}
+# The histories draw dates and times inside what YT holds (YtSimulation); the sink refuses
+# values outside with a clear error (test_history_* below).
 
 
 def read_back(client: Any, path: str, binary: set[str]) -> list[dict[str, Any]]:
@@ -53,9 +45,7 @@ def replace_by_a_document(client: Any, path: str) -> None:
     client.create("document", path)
 
 
-class TestYtStaticSimulation(SinkSimulation):
-    simulation_types = YT_TYPES
-    simulation_values = YT_VALUES
+class TestYtStaticSimulation(YtSimulation, SinkSimulation):
     # CI budget: about 20 s on a loaded 2-core machine (the emulator's requests dominate)
     simulation_examples = 5
     simulation_steps = 10
@@ -63,31 +53,18 @@ class TestYtStaticSimulation(SinkSimulation):
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         return st.sampled_from([{}, {"key_columns": ("id",)}])
 
-    @pytest.fixture
-    def simulation_env(self, yt_emulator: Any) -> Any:
-        return yt_emulator
-
     def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
         client = env.client()
-        path = f"//home/sim/h{next(_histories)}/out"
+        path = history_path()
         schema = yt_schema(spec.schema, spec.options.get("key_columns", ()))
         client.create("table", path, recursive=True, attributes={"schema": schema})
         binary = {f.name for f in spec.schema if f.type == pa.binary()}
         return SimTarget(
-            sink=lambda: YtStaticSink(
-                proxy=env.url,
-                path=path,
-                proxy_discovery=False,
-                client_config=env.client_config(),
-                **spec.options,
-            ),
+            sink=lambda: YtStaticSink(path=path, **sink_options(env), **spec.options),
             read=lambda: read_back(client, path, binary),
             store=KitStore(env.faults),
             damage=lambda: replace_by_a_document(client, path),
         )
-
-    def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
-        return {k: yt_value(v) for k, v in row.items()}
 
 
 def test_history_a_timestamp_yt_cannot_hold_is_refused(yt_emulator: Any) -> None:
@@ -102,10 +79,8 @@ def test_history_a_timestamp_yt_cannot_hold_is_refused(yt_emulator: Any) -> None
     good = pa.record_batch([[1], [dt.datetime(1970, 1, 1)]], schema=schema)
     bad = pa.record_batch([[2], [dt.datetime(1900, 1, 1)]], schema=schema)
     sink = YtStaticSink(
-        proxy=yt_emulator.url,
         path=path,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
     ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=0)
     with pytest.raises(ConfigurationError, match=r"column 't'.*1900-01-01.*1970-01-01.*cast"):

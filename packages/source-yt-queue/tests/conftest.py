@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from eosink_yt_emulator.queue_tables import create_queue
+
 pytest_plugins = ["eosink_yt_emulator.pytest_plugin"]
 
 SCHEMA = [
@@ -11,14 +13,9 @@ SCHEMA = [
 ]
 
 
-def make_queue(yt, path: str, tablets: int = 4, schema=SCHEMA) -> None:
-    yt.create(
-        "table",
-        path,
-        recursive=True,
-        attributes={"dynamic": True, "tablet_count": tablets, "schema": schema},
-    )
-    yt.mount_table(path, sync=True)
+def make_queue(yt, path: str, tablets: int = 4) -> None:
+    """A mounted queue of :data:`SCHEMA` (the rows :func:`append` writes)."""
+    create_queue(yt, path, SCHEMA, tablets)
 
 
 def append(yt, path: str, tablet: int, first_id: int, count: int) -> None:
@@ -29,31 +26,6 @@ def append(yt, path: str, tablet: int, first_id: int, count: int) -> None:
             for i in range(first_id, first_id + count)
         ],
     )
-
-
-CONSUMER_SCHEMA = [
-    {"name": "queue_cluster", "type": "string", "sort_order": "ascending", "required": True},
-    {"name": "queue_path", "type": "string", "sort_order": "ascending", "required": True},
-    {"name": "partition_index", "type": "uint64", "sort_order": "ascending", "required": True},
-    {"name": "offset", "type": "uint64", "required": True},
-    {"name": "meta", "type": "any"},
-]
-
-
-def make_consumer(yt, path: str) -> None:
-    """A consumer as YT documents it: sorted dynamic, its schema, treat_as_queue_consumer."""
-    yt.create(
-        "table",
-        path,
-        recursive=True,
-        attributes={"dynamic": True, "schema": CONSUMER_SCHEMA, "treat_as_queue_consumer": True},
-    )
-    yt.mount_table(path, sync=True)
-
-
-def consumer_offsets(yt, path: str) -> dict[tuple[str, int], int]:
-    rows = yt.select_rows(f"queue_path, partition_index, [offset] from [{path}]")
-    return {(r["queue_path"], int(r["partition_index"])): int(r["offset"]) for r in rows}
 
 
 def source_options(emulator, **extra) -> dict[str, str]:

@@ -89,14 +89,22 @@ def test_a_queue_created_again_under_the_same_path_is_refused(yt_emulator):
         next_batch(reader_of(yt_emulator), end)
 
 
+def checkpoint_without_queue_ids(emulator, tablets: int, tablet: int, rows: int) -> dict:
+    """Queue :data:`Q` made with ``tablets`` tablets and ``rows`` rows in ``tablet``, read by a
+    first batch: the batch's end offset as a checkpoint written before offsets carried the
+    queue's id."""
+    yt = emulator.client()
+    make_queue(yt, Q, tablets=tablets)
+    append(yt, Q, tablet, 0, rows)
+    reader = reader_of(emulator)
+    end, _ = next_batch(reader, reader.initialOffset())
+    return {"v": end["v"], "queues": end["queues"]}
+
+
 def test_row_counts_that_went_backwards_are_refused(yt_emulator):
     """A checkpoint written before offsets carried the queue's id: the row counts tell."""
     yt = yt_emulator.client()
-    make_queue(yt, Q, tablets=2)
-    append(yt, Q, 1, 0, 10)
-    reader = reader_of(yt_emulator)
-    end, _ = next_batch(reader, reader.initialOffset())
-    older = {"v": end["v"], "queues": end["queues"]}  # no queue ids
+    older = checkpoint_without_queue_ids(yt_emulator, tablets=2, tablet=1, rows=10)
 
     recreate(yt, Q)
     append(yt, Q, 1, 1000, 4)
@@ -109,11 +117,7 @@ def test_row_counts_that_went_backwards_are_refused(yt_emulator):
 
 def test_tablets_that_disappeared_are_refused(yt_emulator):
     yt = yt_emulator.client()
-    make_queue(yt, Q, tablets=3)
-    append(yt, Q, 2, 0, 4)
-    reader = reader_of(yt_emulator)
-    end, _ = next_batch(reader, reader.initialOffset())
-    older = {"v": end["v"], "queues": end["queues"]}
+    older = checkpoint_without_queue_ids(yt_emulator, tablets=3, tablet=2, rows=4)
     recreate(yt, Q, tablets=2)
     with pytest.raises(ConfigurationError, match="tablet 2, read up to row 4, is gone"):
         next_batch(reader_of(yt_emulator), older)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import append, consumer_offsets, make_consumer, make_queue, source_options
+from conftest import append, make_queue, source_options
 
 import eosink
+from eosink_yt_emulator.kit import sink_options
+from eosink_yt_emulator.queue_tables import consumer_offsets, create_consumer
 from eosink_yt_queue import SPYT_ROW_INDEX, SPYT_TABLET_INDEX, register
 
 Q = "//q/events"
@@ -137,7 +139,7 @@ def test_two_queues_with_a_queue_id_and_a_consumer(spark, yt_emulator, tmp_path)
         for tablet in range(2):
             append(yt, queue, tablet, n * 100_000 + tablet * 1000, 12)
     consumer = "//q/consumer"
-    make_consumer(yt, consumer)
+    create_consumer(yt, consumer)
     df = stream_of(
         spark,
         yt_emulator,
@@ -211,10 +213,8 @@ def test_without_service_columns_yt_dynamic_refuses_the_batch(spark, yt_emulator
     )
     sink = eosink.sink(
         "yt-dynamic",
-        proxy=yt_emulator.url,
         path=out,
-        proxy_discovery=False,
-        client_config=yt_emulator.client_config(),
+        **sink_options(yt_emulator),
     )
     query = (
         stream(spark, yt_emulator)

@@ -4,6 +4,8 @@ import time
 
 import pytest
 import yt.wrapper as yw
+from eosink_yt_emulator import dyntable
+from eosink_yt_emulator.state import DEFAULT_CONFIG
 from yt.wrapper import YtResponseError
 
 SORTED = [
@@ -43,7 +45,26 @@ def test_schema_rules(yt_client):
     assert yt.get("//tmp/ok/@dynamic") and yt.get("//tmp/ok/@sorted_by") == ["k"]
 
 
-def test_tablet_state_transitions(yt_client):
+class TabletClock:
+    """The tablets' clock (``time.time`` in :mod:`eosink_yt_emulator.dyntable`), which a test can
+    hold still: a transient state then lasts until the test moves the clock on, however long
+    the requests in between take on a loaded machine. Released, it is the wall clock."""
+
+    def __init__(self) -> None:
+        self.held_at: float | None = None
+
+    def time(self) -> float:
+        return time.time() if self.held_at is None else self.held_at
+
+
+@pytest.fixture
+def tablet_clock(monkeypatch):
+    clock = TabletClock()
+    monkeypatch.setattr(dyntable, "time", clock)
+    return clock
+
+
+def test_tablet_state_transitions(yt_client, tablet_clock):
     yt = yt_client
     make_sorted(yt, mount=False)
     assert yt.get("//tmp/d/@tablet_state") == "unmounted"
@@ -51,14 +72,19 @@ def test_tablet_state_transitions(yt_client):
         with tablet_tx(yt):
             yt.insert_rows("//tmp/d", [{"k": 1}])
     assert e.value.is_tablet_not_mounted()
+    start = tablet_clock.held_at = time.time()  # the mount delay lasts until the clock moves on
+    delay = DEFAULT_CONFIG["mount_delay"]
     yt.mount_table("//tmp/d")
     assert yt.get("//tmp/d/@tablet_state") == "transient"
     assert yt.get("//tmp/d/@tablets")[0]["state"] == "mounting"
     with pytest.raises(YtResponseError) as e:
         yt.unmount_table("//tmp/d")  # tablet in an intermediate state
     assert e.value.is_tablet_in_intermediate_state()
-    time.sleep(0.1)
+    tablet_clock.held_at = start + delay / 2
+    assert yt.get("//tmp/d/@tablet_state") == "transient"  # not before the delay has passed
+    tablet_clock.held_at = start + delay
     assert yt.get("//tmp/d/@tablet_state") == "mounted"
+    tablet_clock.held_at = None  # the wall clock again: the sync requests below wait on it
     yt.mount_table("//tmp/d", sync=True)  # mounting a mounted table is a no-op
     assert yt.get("//tmp/d/@tablets")[0]["state"] == "mounted"
     with pytest.raises(YtResponseError):

@@ -4,17 +4,14 @@ real YtClient.  Shapes follow ytsaurus' own integration tests of ``pull_queue`` 
 with ``total_row_count``/``trimmed_row_count``)."""
 
 import pytest
+from eosink_yt_emulator.queue_tables import consumer_offsets, create_consumer, create_queue
 from yt.wrapper import YtResponseError
 
 SCHEMA = [{"name": "v", "type": "string"}, {"name": "n", "type": "int64"}]
 
 
 def make_queue(yt, path="//tmp/q", tablets=4, mount=True):
-    yt.create(
-        "table", path, attributes={"dynamic": True, "tablet_count": tablets, "schema": SCHEMA}
-    )
-    if mount:
-        yt.mount_table(path, sync=True)
+    create_queue(yt, path, SCHEMA, tablets, mount=mount)
 
 
 def fill(yt, path="//tmp/q", per_tablet=5, tablets=4):
@@ -104,35 +101,10 @@ def test_queue_errors(yt_emulator):
     assert e.value.is_resolve_error()
 
 
-CONSUMER_SCHEMA = [
-    {"name": "queue_cluster", "type": "string", "sort_order": "ascending", "required": True},
-    {"name": "queue_path", "type": "string", "sort_order": "ascending", "required": True},
-    {"name": "partition_index", "type": "uint64", "sort_order": "ascending", "required": True},
-    {"name": "offset", "type": "uint64", "required": True},
-    {"name": "meta", "type": "any"},
-]
-
-
-def make_consumer(yt, path="//tmp/c"):
-    yt.create(
-        "table",
-        path,
-        attributes={"dynamic": True, "schema": CONSUMER_SCHEMA, "treat_as_queue_consumer": True},
-    )
-    yt.mount_table(path, sync=True)
-
-
-def consumer_offsets(yt, path="//tmp/c"):
-    return {
-        (r["queue_path"], r["partition_index"]): r["offset"]
-        for r in yt.select_rows(f"queue_path, partition_index, [offset] from [{path}]")
-    }
-
-
 def test_consumer_registration_listed_with_cluster_paths(yt_client):
     yt = yt_client
     make_queue(yt)
-    make_consumer(yt)
+    create_consumer(yt, "//tmp/c")
     assert yt.list_queue_consumer_registrations(consumer_path="//tmp/c") == []
     yt.register_queue_consumer("//tmp/q", "//tmp/c", vital=True)
     [registration] = yt.list_queue_consumer_registrations(queue_path="//tmp/q")
@@ -148,16 +120,16 @@ def test_consumer_registration_listed_with_cluster_paths(yt_client):
 
 def test_advance_consumer_writes_the_offset_row_and_checks_the_old_offset(yt_client):
     yt = yt_client
-    make_consumer(yt)
+    create_consumer(yt, "//tmp/c")
     # As in ytsaurus' test_advance_consumer: no registration needed, a missing row is offset 0.
     yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=1, old_offset=0, new_offset=3)
-    assert consumer_offsets(yt) == {("//tmp/q", 1): 3}
+    assert consumer_offsets(yt, "//tmp/c") == {("//tmp/q", 1): 3}
     with pytest.raises(YtResponseError) as conflict:
         yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=1, old_offset=4, new_offset=5)
     assert conflict.value.contains_code(3100)
     yt.advance_consumer("//tmp/c", "//tmp/q", partition_index=1, old_offset=None, new_offset=7)
     yt.advance_queue_consumer("//tmp/c", "//tmp/q", partition_index=0, old_offset=0, new_offset=2)
-    assert consumer_offsets(yt) == {("//tmp/q", 1): 7, ("//tmp/q", 0): 2}
+    assert consumer_offsets(yt, "//tmp/c") == {("//tmp/q", 1): 7, ("//tmp/q", 0): 2}
     [row] = yt.select_rows("queue_cluster from [//tmp/c] where partition_index = 0u")
     assert row == {"queue_cluster": "primary"}
 
@@ -166,7 +138,7 @@ def test_pull_consumer_needs_a_registration_and_reads_from_the_offset(yt_client)
     yt = yt_client
     make_queue(yt, tablets=1)
     fill(yt, per_tablet=3, tablets=1)
-    make_consumer(yt)
+    create_consumer(yt, "//tmp/c")
     with pytest.raises(YtResponseError, match="not registered"):
         list(yt.pull_consumer("//tmp/c", "//tmp/q", offset=0, partition_index=0))
     yt.register_queue_consumer("//tmp/q", "//tmp/c", vital=False)

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from eosink_yt_emulator.queue_tables import create_queue
+
 PULL = 10_000
 SCHEMA = [
     {"name": "id", "type": "int64"},
@@ -30,13 +32,7 @@ SCHEMA = [
 
 
 def make_queue(client, path: str, rows: int, tablets: int) -> None:
-    client.create(
-        "table",
-        path,
-        recursive=True,
-        attributes={"dynamic": True, "tablet_count": tablets, "schema": SCHEMA},
-    )
-    client.mount_table(path, sync=True)
+    create_queue(client, path, SCHEMA, tablets)
     per = rows // tablets
     for t in range(tablets):
         for lo in range(0, per, 50_000):

@@ -13,13 +13,18 @@ the YT commands of that class, so the sink meets it through the real client:
 * ``short_write``: the connection closes unanswered; nothing is applied.
 
 Any object with ``kind``, ``after`` and ``ops`` attributes is a fault here (the kit's
-``StoreFault``): the emulator needs nothing of eosink.
+``StoreFault``): the emulator needs nothing of eosink. :class:`YtSimulation` is what the YT
+sinks' simulations share beside their ``SinkSimulation``: the emulator, YT's types and values.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from typing import Any
+
+import pytest
+from hypothesis import strategies as st
 
 from .faults import FaultRule, Faults
 from .state import descriptor_list
@@ -67,6 +72,14 @@ EPOCH = dt.datetime(1970, 1, 1)
 #: What YT's date and timestamp hold (1970-01-01 to 2105-12-31, YT's documentation): the
 #: range a history's dates and times are drawn from.
 FIRST, LAST = EPOCH, dt.datetime(2105, 12, 31, 23, 59, 59, 999999)
+#: The kit's value strategies (``SinkSimulation.simulation_values``) for the types YT bounds:
+#: dates and times drawn inside what YT holds (a YT sink refuses values outside with a clear
+#: error, which its own tests check).
+YT_VALUES = {
+    "date": st.dates(FIRST.date(), LAST.date()),
+    "timestamp": st.datetimes(FIRST, LAST),
+    "timestamp_utc": st.datetimes(FIRST, LAST, timezones=st.just(dt.timezone.utc)),
+}
 
 
 def yt_value(value: Any) -> Any:
@@ -108,3 +121,36 @@ class KitStore:
     def fired(self) -> int:
         """How many armed faults fired so far."""
         return sum(rule.fired for rule in self.rules)
+
+
+def sink_options(emulator: Any) -> dict[str, Any]:
+    """The options a YT sink reaches ``emulator`` with (no proxy discovery: one proxy)."""
+    return {
+        "proxy": emulator.url,
+        "proxy_discovery": False,
+        "client_config": emulator.client_config(),
+    }
+
+
+_histories = itertools.count()
+
+
+def history_path() -> str:
+    """A fresh table path for one generated history."""
+    return f"//home/sim/h{next(_histories)}/out"
+
+
+class YtSimulation:
+    """Mixed in before ``SinkSimulation`` by a YT sink's simulation: the histories draw YT's
+    types and values (dates and times inside what YT holds), run against the test's emulator
+    (the ``yt_emulator`` fixture), and expect rows back as YT gives them (:func:`yt_value`)."""
+
+    simulation_types = YT_TYPES
+    simulation_values = YT_VALUES
+
+    @pytest.fixture
+    def simulation_env(self, yt_emulator: Any) -> Any:
+        return yt_emulator
+
+    def simulation_row(self, spec: Any, row: dict[str, Any]) -> dict[str, Any]:
+        return {k: yt_value(v) for k, v in row.items()}

@@ -1,7 +1,9 @@
-"""The Spark front doors: ``foreach_batch``, ``write_batch`` and the Python data sources."""
+"""The Spark front doors: ``foreach_batch``, ``write_batch`` and the Python data sources, and
+what sink authors drive Spark's writers with (``stage_dataframe``, ``is_classic``,
+``session_conf``). Internals stay in their modules (e.g. ``eosink.spark.foreach_batch``)."""
 
-from eosink.spark.foreach_batch import ForeachBatchWriter, foreach_batch, write_batch
-from eosink.spark.session import MICROS_TIMESTAMPS, is_classic, session_conf
+from eosink.spark.foreach_batch import foreach_batch, write_batch
+from eosink.spark.session import is_classic, session_conf
 from eosink.spark.staging import StagedFile, StagedFiles, stage_dataframe
 
 
@@ -13,8 +15,6 @@ def register(spark):  # noqa: ANN001, ANN201 - thin re-export; pyspark imported 
 
 
 __all__ = [
-    "MICROS_TIMESTAMPS",
-    "ForeachBatchWriter",
     "StagedFile",
     "StagedFiles",
     "foreach_batch",
