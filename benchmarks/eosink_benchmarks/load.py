@@ -78,11 +78,23 @@ class Load:
     def flagged(self) -> bool:
         return self.peak > self.cores
 
+    @property
+    def others_ran(self) -> bool:
+        """Other programs kept half a core or more busy on average."""
+        return self.others_mean >= 0.5
+
+    def flag(self) -> str:
+        if not self.flagged:
+            return ""
+        if self.others_ran:
+            return f"**load above {self.cores} cores, other programs running**"
+        return f"load above {self.cores} cores: the report's own"
+
     def cells(self) -> tuple[str, ...]:
         return (
             f"{self.start:.1f} / {self.peak:.1f} / {self.end:.1f}",
             f"{self.others_mean:.1f} / {self.others_peak}",
-            f"**load above {self.cores} cores**" if self.flagged else "",
+            self.flag(),
         )
 
 
