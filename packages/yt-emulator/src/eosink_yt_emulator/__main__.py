@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     ).start()
     stop = threading.Event()
 
-    def _stop(*_) -> None:
+    def _stop(*_: object) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)

@@ -13,6 +13,7 @@ Called with the state lock held.
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 from .errors import RESOLVE_ERROR, YtError
@@ -109,7 +110,7 @@ class QueueConsumers:
         dynamic.modify({"path": consumer, **tx}, [row], "insert")
         return {}
 
-    def pull(self, params: dict[str, Any]):
+    def pull(self, params: dict[str, Any]) -> builtins.list[dict[str, Any]]:
         """``pull_consumer``: rows of a queue partition from an offset."""
         queue = _path(params["queue_path"])
         consumer = _path(params["consumer_path"])

@@ -26,7 +26,7 @@ The tree's objects are in ``nodes.py``, YPath parsing in ``ypath.py``; ``Cypress
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .cypress_locks import CypressLocks
 from .cypress_writes import CypressWrites
@@ -91,7 +91,7 @@ class Cypress(CypressLocks, CypressWrites):
         for key, node_type in VIRTUAL_MAPS:
             self._bootstrap_child(sys_node, key, node_type)
 
-    def _bootstrap_child(self, parent: Node, key: str, node_type: str = "map_node"):
+    def _bootstrap_child(self, parent: Node, key: str, node_type: str = "map_node") -> Node:
         """Make a child of the initial tree (``//tmp``, ``//sys``, ...), in the trunk, outside any
         journal."""
         n = Node(node_type)
@@ -113,7 +113,7 @@ class Cypress(CypressLocks, CypressWrites):
             {"nodes": {}, "new": set(), "txs": {}, "locks_added": set(), "locks_removed": {}}
         )
 
-    def _frame(self):
+    def _frame(self) -> dict[str, Any] | None:
         """The journal frame of the running command."""
         return self.journals[-1] if self.journals else None
 
@@ -223,7 +223,7 @@ class Cypress(CypressLocks, CypressWrites):
 
     # -------------------------------------------------------------- views
 
-    def chain(self, tx: str | None):
+    def chain(self, tx: str | None) -> list[str]:
         """The master transactions whose changes ``tx`` sees, from the topmost down to ``tx``."""
         return self.state.txm.chain(tx)
 
@@ -268,11 +268,13 @@ class Cypress(CypressLocks, CypressWrites):
 
     # -------------------------------------------------------------- resolution
 
-    def get_node(self, node_id: str):
+    def get_node(self, node_id: str) -> Node | None:
         """The node with id ``node_id`` (``None`` if there is none)."""
         return self.nodes.get(node_id)
 
-    def resolve(self, path, tx: str | None, missing_ok: bool = False, virtual_ok: bool = False):
+    def resolve(
+        self, path: Any, tx: str | None, missing_ok: bool = False, virtual_ok: bool = False
+    ) -> tuple[Node, list[str], list[str] | None, str]:
         """Resolve ``path`` in ``tx``.
 
         Returns ``(node, unresolved_keys, attr_path, text)`` where ``node`` is the
@@ -319,7 +321,7 @@ class Cypress(CypressLocks, CypressWrites):
             )
         return node, rest, attr_path, text
 
-    def path_of(self, node: Node, tx: str | None):
+    def path_of(self, node: Node, tx: str | None) -> str:
         """The node's path as ``tx`` sees it (for messages and the ``path`` attribute)."""
         parts = []
         cur = node

@@ -32,7 +32,7 @@ class CypressLocks:
 
     # -------------------------------------------------------------- locks
 
-    def ancestors_or_self(self, tx: str | None):
+    def ancestors_or_self(self, tx: str | None) -> set[str]:
         """``tx`` and its ancestors: their locks never conflict with ``tx``'s."""
         return set(self.chain(tx))
 
@@ -43,7 +43,7 @@ class CypressLocks:
         mode: str,
         child_key: str | None,
         attribute_key: str | None,
-    ):
+    ) -> tuple[Lock, str] | tuple[None, None]:
         """The lock that keeps ``tx`` from taking ``mode`` on ``node``, and why; or
         ``(None, None)``."""
         mine = self.ancestors_or_self(tx) if tx else set()
@@ -91,7 +91,7 @@ class CypressLocks:
         attribute_key: str | None = None,
         implicit: bool = True,
         waitable: bool = False,
-    ):
+    ) -> Lock | None:
         """Take a lock (or, with ``tx`` None, just check that a system transaction could)."""
         lock, message = self._conflict(node, tx, mode, child_key, attribute_key)
         if lock is not None:

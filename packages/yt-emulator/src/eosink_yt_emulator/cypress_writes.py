@@ -26,7 +26,7 @@ class CypressWrites:
 
     # -------------------------------------------------------------- node creation
 
-    def new_node(self, node_type: str, tx: str | None):
+    def new_node(self, node_type: str, tx: str | None) -> Node:
         """A new node, visible only in ``tx`` until ``tx`` commits."""
         node = Node(node_type, created_in=tx or None)
         self.nodes[node.id] = node
@@ -137,7 +137,7 @@ class CypressWrites:
                 {"tablet_state": node.dyn.table_state()},
             )
 
-    def subtree(self, node: Node, tx: str | None):
+    def subtree(self, node: Node, tx: str | None) -> list[Node]:
         """``node`` and every node below it as ``tx`` sees them."""
         out = [node]
         if node.type == "map_node":
@@ -149,7 +149,7 @@ class CypressWrites:
 
     # -------------------------------------------------------------- values <-> nodes
 
-    def build_from_value(self, value: Any, tx: str | None):
+    def build_from_value(self, value: Any, tx: str | None) -> Node:
         """Create nodes representing a YSON value (what ``set`` on a new path does)."""
         value, attrs = unwrap(value)
         if isinstance(value, dict):
@@ -178,7 +178,7 @@ class CypressWrites:
             self.write_state(node, tx, attrs=dict(attrs), lock_mode=None)
         return node
 
-    def clone(self, node: Node, tx: str | None, dst_tx: str | None):
+    def clone(self, node: Node, tx: str | None, dst_tx: str | None) -> Node:
         """Deep copy of a subtree as new nodes (new ids), as ``copy``/``move`` do."""
         if node.type in VIRTUAL_MAP_TYPES:
             raise not_supported_by_virtual_node(self.path_of(node, tx), self.path_of(node, tx))

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .dyntable import DynTable
     from .nodes import Node
     from .state import EmulatorState
+    from .transactions import TabletTransaction
 
 
 class DynamicTables(QueueReads):
@@ -55,11 +56,11 @@ class DynamicTables(QueueReads):
         self.rng = random.Random()
 
     @property
-    def config(self):
+    def config(self) -> dict[str, Any]:
         """The emulator's configuration (mount delay, row limit per transaction)."""
         return self.state.config
 
-    def table(self, path, tx: str | None = None):
+    def table(self, path: Any, tx: str | None = None) -> tuple[Node, DynTable, str]:
         """The node and data of the dynamic table at ``path``; a static table fails."""
         node, _, _, text = self.state.cypress.resolve(path, tx)
         if node.dyn is None:
@@ -188,7 +189,7 @@ class DynamicTables(QueueReads):
 
     # ---------------------------------------------------------------- writes
 
-    def _tablet_tx(self, tx_id: str | None):
+    def _tablet_tx(self, tx_id: str | None) -> TabletTransaction:
         """The active tablet transaction ``tx_id`` (a master one is refused, as in YT)."""
         t = self.state.txm.get_any(tx_id)
         if t.kind != "tablet":
@@ -223,10 +224,10 @@ class DynamicTables(QueueReads):
 
     def _buffer(
         self,
-        t,
+        t: TabletTransaction,
         node: Node,
         dyn: DynTable,
-        path,
+        path: str,
         rows: list[dict[str, Any]],
         op: str,
         flags: dict[str, Any],
@@ -249,7 +250,7 @@ class DynamicTables(QueueReads):
             t.writes.append((node.id, op, r, flags))
         t.row_count += len(rows)
 
-    def commit(self, t):
+    def commit(self, t: TabletTransaction) -> int:
         """Commit a tablet transaction: conflict checks, then apply atomically."""
         by_table = {}
         for node_id, op, row, flags in t.writes:
@@ -318,7 +319,7 @@ class DynamicTables(QueueReads):
 
     # ---------------------------------------------------------------- reads
 
-    def read_ts(self, params: dict[str, Any]):
+    def read_ts(self, params: dict[str, Any]) -> int:
         """The timestamp a read sees: its transaction's start, the request's, or the newest."""
         tx_id = self.state.txm.normalize(params.get("transaction_id"))
         if tx_id is not None:
@@ -329,7 +330,7 @@ class DynamicTables(QueueReads):
             return MAX_TS
         return int(ts)
 
-    def lookup(self, params: dict[str, Any], keys: list[Any]):
+    def lookup(self, params: dict[str, Any], keys: list[Any]) -> list[dict[str, Any] | None]:
         """``lookup_rows``: the rows at ``keys`` in the order asked, missing ones skipped unless
         ``keep_missing_rows``."""
         node, dyn, path = self.table(params["path"])
@@ -370,7 +371,9 @@ class DynamicTables(QueueReads):
             out.append(row)
         return out
 
-    def rows_for_query(self, path_text: Any, params: dict[str, Any]):
+    def rows_for_query(
+        self, path_text: Any, params: dict[str, Any]
+    ) -> tuple[DynTable, list[dict[str, Any]]]:
         """Rows a query sees in table ``path_text`` (sorted by key / tablet, row index)."""
         node, dyn, path = self.table(path_text)
         dyn.require_readable(path)

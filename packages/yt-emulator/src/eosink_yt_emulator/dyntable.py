@@ -41,7 +41,7 @@ class Tablet:
         self.trimmed = 0
         self.last_write_ts = 0
 
-    def current(self):
+    def current(self) -> str:
         """The tablet's state, finishing a transition whose delay has passed."""
         if self.target is not None and time.time() >= self.transition_end:
             self.state = self.target
@@ -57,7 +57,7 @@ class Tablet:
             self.transition_end = time.time() + delay
 
     @property
-    def total(self):
+    def total(self) -> int:
         """Rows ever written to the tablet, trimmed ones included (the next ``$row_index``)."""
         return self.trimmed + len(self.rows)
 
@@ -89,7 +89,7 @@ class DynTable:
         #: as YT keeps it (a ``get`` of any attribute computes them all).
         self.live_rows = 0
 
-    def clone_for(self, node: Node):
+    def clone_for(self, node: Node) -> DynTable:
         """A copy of this table's data for ``node`` (``copy`` of a frozen or unmounted table)."""
         c = DynTable(node, self.schema, len(self.tablets), self.atomicity, self.commit_ordering)
         c.store = {k: list(v) for k, v in self.store.items()}
@@ -107,7 +107,7 @@ class DynTable:
         """The current state of each tablet."""
         return [t.current() for t in self.tablets]
 
-    def table_state(self):
+    def table_state(self) -> str:
         """``@tablet_state``: the tablets' common state, ``transient`` or ``mixed``."""
         states = self.states()
         if any(s in TRANSIENT for s in states):
@@ -116,11 +116,11 @@ class DynTable:
             return states[0]
         return "mixed"
 
-    def any_not_unmounted(self):
+    def any_not_unmounted(self) -> bool:
         """Whether some tablet is not unmounted (then the schema cannot change)."""
         return any(s != "unmounted" for s in self.states())
 
-    def tablets_attr(self):
+    def tablets_attr(self) -> list[dict[str, Any]]:
         """``@tablets``: one map per tablet, as YT lists them."""
         out = []
         for t in self.tablets:
@@ -136,7 +136,7 @@ class DynTable:
             out.append(item)
         return out
 
-    def tablet_range(self, first: int, last: int):
+    def tablet_range(self, first: int | None, last: int | None) -> list[Tablet]:
         """Tablet indexes of a ``first_tablet_index``/``last_tablet_index`` request."""
         n = len(self.tablets)
         first = 0 if first is None else int(first)
@@ -148,7 +148,7 @@ class DynTable:
             )
         return self.tablets[first : last + 1]
 
-    def require_readable(self, path) -> None:
+    def require_readable(self, path: str) -> None:
         """Fail as YT does if some tablet cannot serve reads."""
         for t in self.tablets:
             s = t.current()
@@ -159,7 +159,7 @@ class DynTable:
                     {"path": path, "tablet_state": s},
                 )
 
-    def require_writable(self, path, tablets=None) -> None:
+    def require_writable(self, path: str, tablets: list[Tablet] | None = None) -> None:
         """Fail as YT does if some of ``tablets`` cannot take writes."""
         for t in tablets if tablets is not None else self.tablets:
             s = t.current()
@@ -178,7 +178,7 @@ class DynTable:
 
     # ---------------------------------------------------------------- sorted reads
 
-    def latest(self, skey: tuple, ts: int):
+    def latest(self, skey: tuple, ts: int) -> dict[str, Any] | None:
         """The row at ``skey`` as of timestamp ``ts`` (``None`` if absent or deleted)."""
         versions = self.store.get(skey)
         if not versions:
@@ -208,7 +208,9 @@ class DynTable:
 
     # ---------------------------------------------------------------- writes
 
-    def normalize_write(self, row: dict[str, Any], op: str, path, update: bool = False):
+    def normalize_write(
+        self, row: dict[str, Any], op: str, path: str, update: bool = False
+    ) -> dict[str, Any]:
         """Validate one row of insert/delete and return the normalized row."""
         if not isinstance(row, dict):
             raise YtError("Invalid row: expected a map", SCHEMA_VIOLATION, {"path": path})
@@ -217,7 +219,9 @@ class DynTable:
             return self._normalize_sorted(row, op, path, update)
         return self._normalize_ordered(row, op, path)
 
-    def _normalize_sorted(self, row: dict[str, Any], op: str, path, update: bool):
+    def _normalize_sorted(
+        self, row: dict[str, Any], op: str, path: str, update: bool
+    ) -> dict[str, Any]:
         """A row of a sorted table: key columns present, values of the schema's types."""
         for k in self.key_columns:
             if k not in row:
@@ -268,7 +272,7 @@ class DynTable:
                 )
         return out
 
-    def _normalize_ordered(self, row: dict[str, Any], op: str, path):
+    def _normalize_ordered(self, row: dict[str, Any], op: str, path: str) -> dict[str, Any]:
         """A row of an ordered table: only ``$tablet_index`` of the system columns."""
         if op == "delete":
             raise YtError(f"Cannot delete rows from ordered table {path}", 1, {"path": path})
@@ -359,13 +363,13 @@ class DynTable:
             if keep_from:
                 del versions[:keep_from]
 
-    def last_write_ts(self, row: dict[str, Any]):
+    def last_write_ts(self, row: dict[str, Any]) -> int:
         """The commit timestamp of the newest version at the row's key (for conflict checks)."""
         versions = self.store.get(key_of(row, self.key_columns))
         return versions[-1][0] if versions else 0
 
 
-def _aggregate(fn: str, old: Any, new: Any):
+def _aggregate(fn: str, old: Any, new: Any) -> Any:
     """Combine an aggregate column's old and new values (``sum``, ``min``, ``max``, ``first``)."""
     if old is None:
         return new

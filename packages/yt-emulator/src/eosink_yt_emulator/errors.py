@@ -40,7 +40,11 @@ class YtError(Exception):
     """An error with the YT error model: code, message, attributes, inner errors."""
 
     def __init__(
-        self, message: str, code: int = GENERIC, attributes: Any = None, inner_errors=None
+        self,
+        message: str,
+        code: int = GENERIC,
+        attributes: Any = None,
+        inner_errors: list[YtError | dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -70,11 +74,7 @@ class YtError(Exception):
         return f"{self.message} (code {int(self.code)})"
 
 
-def resolve_error(path, message: str | None = None):
-    return YtError(message or f"Node {path} has no child", RESOLVE_ERROR, {"path": path})
-
-
-def no_such_transaction(tx_id: str | None):
+def no_such_transaction(tx_id: str | None) -> YtError:
     return YtError(f"No such transaction {tx_id}", NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
 
 

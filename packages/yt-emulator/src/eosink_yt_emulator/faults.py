@@ -29,8 +29,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+#: The commands a rule is about: a name, ``"*"`` (any), or a list or tuple of names.
+Commands = str | Sequence[str]
+#: Which calls a rule takes: parameters they must have, or a predicate of the parameters.
+Match = dict[str, Any] | Callable[[dict[str, Any]], bool] | None
 
 KINDS = ("error", "503", "lost_reply")
 # Kinds that do not answer the request themselves: the request goes on after them (a delay
@@ -41,13 +46,13 @@ PASS_THROUGH_KINDS = ("delay", "callback")
 class FaultRule:
     def __init__(
         self,
-        command: str,
+        command: Commands,
         when: str = "before",
         kind: str = "error",
-        times: int = 1,
+        times: int | None = 1,
         code: int = 1,
         message: str | None = None,
-        match: dict[str, Any] | None = None,
+        match: Match = None,
         seconds: float = 0.0,
         callback: Callable[[], Any] | None = None,
         skip: int = 0,
@@ -72,7 +77,7 @@ class FaultRule:
         self.skip = int(skip)  # matching calls let through before the rule fires
         self.fired = 0
 
-    def matches(self, command: str, params: dict[str, Any]):
+    def matches(self, command: str, params: dict[str, Any]) -> bool:
         """Whether the rule applies to a call of ``command`` with ``params`` at ``when``."""
         names = (self.command,) if isinstance(self.command, str) else tuple(self.command)
         if command not in names and "*" not in names:
@@ -117,15 +122,15 @@ class Faults:
 
     def fail_next(
         self,
-        command: str,
+        command: Commands,
         when: str = "before",
         kind: str = "error",
-        times: int = 1,
+        times: int | None = 1,
         code: int = 1,
         message: str | None = None,
-        match: dict[str, Any] | None = None,
+        match: Match = None,
         skip: int = 0,
-    ):
+    ) -> FaultRule:
         """Fail the next ``times`` calls of ``command`` (``"*"`` = any command; a list or tuple
         of names: any of them), after letting ``skip`` matching calls through.
 
@@ -141,27 +146,27 @@ class Faults:
 
     def respond_503(
         self,
-        command: str,
-        times: int = 1,
+        command: Commands,
+        times: int | None = 1,
         when: str = "before",
-        match: dict[str, Any] | None = None,
-    ):
+        match: Match = None,
+    ) -> FaultRule:
         """Answer the next ``times`` calls of ``command`` with HTTP 503."""
         return self.fail_next(command, when=when, kind="503", times=times, match=match)
 
     def lose_reply(
-        self, command: str, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
-    ):
+        self, command: Commands, times: int = 1, when: str = "after", match: Match = None
+    ) -> FaultRule:
         """Apply the next ``times`` calls of ``command``, then drop the connection unanswered."""
         return self.fail_next(command, when=when, kind="lost_reply", times=times, match=match)
 
     def delay(
         self,
-        command: str,
+        command: Commands,
         seconds: float,
         times: int | None = None,
-        match: dict[str, Any] | None = None,
-    ):
+        match: Match = None,
+    ) -> FaultRule:
         """Delay calls of ``command`` by ``seconds`` (all calls unless ``times`` is given)."""
         rule = FaultRule(command, "before", "delay", times, seconds=seconds, match=match)
         with self._lock:
@@ -170,9 +175,9 @@ class Faults:
 
     def on_next(
         self,
-        command: str,
+        command: Commands,
         callback: Callable[[], object],
-        match: dict[str, Any] | Callable[[dict[str, Any]], bool] | None = None,
+        match: Match = None,
         times: int | None = 1,
     ) -> FaultRule:
         """Call ``callback()`` when the next ``times`` calls of ``command`` arrive, before each
@@ -207,7 +212,7 @@ class Faults:
 
     # -- used by the HTTP layer -------------------------------------------------
 
-    def take(self, command: str, when: str, params: dict[str, Any]):
+    def take(self, command: str, when: str, params: dict[str, Any]) -> list[FaultRule]:
         """Return the rules that fire now for this call (consuming one use of each)."""
         fired = []
         with self._lock:
@@ -252,5 +257,5 @@ class RequestLog(list):
             del self[:]
 
 
-def now():
+def now() -> float:
     return time.time()

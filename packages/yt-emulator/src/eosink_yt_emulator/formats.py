@@ -20,7 +20,7 @@ SUPPORTED = ("yson", "json")
 
 
 class Format:
-    def __init__(self, spec: dict[str, Any], default: Any = "yson") -> None:
+    def __init__(self, spec: Any, default: Any = "yson") -> None:
         if spec is None:
             spec = default
         if isinstance(spec, bytes):
@@ -61,7 +61,7 @@ class Format:
             return b"".join(out)
         return yson.dump_fragment(rows, binary=self.binary)
 
-    def load_rows(self, data: bytes):
+    def load_rows(self, data: bytes) -> list[dict[str, Any]]:
         if self.name == "json":
             items = yson.from_json_lines(data, self.encode_utf8)
         else:
@@ -75,9 +75,3 @@ class Format:
                 raise YtError(f"Invalid row: expected a map, found {type(value).__name__}", 1)
             rows.append(value)
         return rows
-
-
-def parse_structured_input(data: bytes, fmt_name: str):
-    if fmt_name == "json":
-        return yson.from_json(data)
-    return yson.loads(data)

@@ -73,7 +73,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
     server_version = "eosink-yt-emulator"
     emulator = None  # set by the server factory
 
-    def log_message(self, fmt, *args) -> None:  # silence stderr logging
+    def log_message(self, fmt: str, *args: Any) -> None:  # silence stderr logging
         pass
 
     # ------------------------------------------------------------------ plumbing
@@ -103,7 +103,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
-    def _error_response(self, err: YtError, status: int = 400):
+    def _error_response(self, err: YtError, status: int = 400) -> Response:
         doc = err.to_dict()
         text = json.dumps(doc, ensure_ascii=True)
         headers = {
@@ -375,7 +375,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 {"injected": True, "traceback": traceback.format_exc()},
             )
 
-    def _parse_params(self, data: bytes, fmt):
+    def _parse_params(self, data: bytes, fmt: str) -> dict[str, Any]:
         data = data.strip()
         if not data:
             return {}
@@ -388,7 +388,9 @@ class ProxyHandler(BaseHTTPRequestHandler):
             raise YtError("Command parameters must be a map", 1)
         return value
 
-    def _execute(self, command: str, desc: dict[str, Any], params: dict[str, Any], input_data: Any):
+    def _execute(
+        self, command: str, desc: dict[str, Any], params: dict[str, Any], input_data: Any
+    ) -> Response:
         emu = self.emulator
         state = emu.state
         with state.lock:

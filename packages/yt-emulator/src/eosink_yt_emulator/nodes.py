@@ -78,7 +78,7 @@ class NodeState:
     def __init__(
         self,
         attrs: dict[str, Any] | None = None,
-        children=None,
+        children: dict[str, str] | None = None,
         value: Any = None,
         chunks: list[Any] | None = None,
     ) -> None:
@@ -87,7 +87,7 @@ class NodeState:
         self.value = value
         self.chunks = chunks if chunks is not None else []
 
-    def copy(self):
+    def copy(self) -> NodeState:
         return NodeState(dict(self.attrs), dict(self.children), self.value, list(self.chunks))
 
     def rows(self) -> Iterator[Any]:
@@ -205,7 +205,7 @@ class Lock:
         self.implicit = implicit
         self.creation_time = now_iso()
 
-    def attributes(self):
+    def attributes(self) -> dict[str, Any]:
         out = {
             "id": self.id,
             "type": "lock",
@@ -224,7 +224,7 @@ class Lock:
 
 
 class Node:
-    def __init__(self, node_type: str, created_in=None) -> None:
+    def __init__(self, node_type: str, created_in: str | None = None) -> None:
         self.id = new_id(common.NODE_TYPE_CODES.get(node_type, common.TYPE_DOCUMENT))
         self.type = node_type
         self.created_in = created_in

@@ -43,7 +43,7 @@ class Operation:
         self.error = None
         self.authenticated_user = "root"
 
-    def attributes(self):
+    def attributes(self) -> dict[str, Any]:
         """The operation's attributes as ``get_operation`` returns them."""
         attrs = {
             "id": self.id,
@@ -86,7 +86,7 @@ class Operation:
         return attrs
 
 
-def _paths(value: Any):
+def _paths(value: Any) -> list[Any]:
     """The table paths of an operation spec's ``input_table_paths`` (or one path)."""
     value = unwrap(value)[0]
     if isinstance(value, list):
@@ -99,7 +99,7 @@ class Operations:
         self.state = state
         self.ops = {}
 
-    def start(self, params: dict[str, Any]):
+    def start(self, params: dict[str, Any]) -> Operation:
         """``start_operation``: the operation runs at once, finished when the call returns."""
         op_type = params.get("operation_type") or params.get("type")
         spec = unwrap(params.get("spec") or {})[0]
@@ -156,7 +156,7 @@ class Operations:
         op.finish_time = now_iso()
         return op
 
-    def get(self, op_id: str):
+    def get(self, op_id: str) -> Operation:
         """The operation ``op_id``, or the error YT returns for an unknown one."""
         op = self.ops.get(op_id)
         if op is None:
@@ -170,13 +170,15 @@ class Operations:
             op.state = "aborted"
         return {}
 
-    def on_transaction_finished(self, tx_id: str | None, committed) -> None:
+    def on_transaction_finished(self, tx_id: str | None, committed: bool) -> None:
         """Operations run at once, so the end of their transaction leaves nothing to do."""
         pass
 
     # ---------------------------------------------------------------- helpers
 
-    def _input(self, paths: list[Any], tx: str | None):
+    def _input(
+        self, paths: list[Any], tx: str | None
+    ) -> list[tuple[list[dict[str, Any]], Schema, str]]:
         """Read input tables: list of (rows, schema, text)."""
         out = []
         st_tables = self.state.tables
@@ -198,10 +200,10 @@ class Operations:
 
     def _output(
         self,
-        path,
+        path: Any,
         tx: str | None,
         rows: list[dict[str, Any]],
-        inferred_schema,
+        inferred_schema: Schema,
         sort_by: list[str] | None = None,
         combine: bool = True,
         unique: bool = False,
@@ -237,7 +239,7 @@ class Operations:
 
     # ---------------------------------------------------------------- sort
 
-    def _sort(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+    def _sort(self, op: Operation, spec: dict[str, Any], tx: str | None) -> None:
         """A ``sort`` operation."""
         sort_by = [unwrap(c)[0] for c in _paths(spec.get("sort_by"))]
         sort_by = [c["name"] if isinstance(c, dict) else c for c in sort_by]
@@ -257,7 +259,7 @@ class Operations:
 
     # ---------------------------------------------------------------- merge
 
-    def _merge(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+    def _merge(self, op: Operation, spec: dict[str, Any], tx: str | None) -> None:
         """A ``merge`` operation."""
         mode = spec.get("mode", "unordered")
         inputs = self._input(spec.get("input_table_paths"), tx)
@@ -309,7 +311,7 @@ class Operations:
         chunks = [rows] if combine else [rs for rs, _, _ in inputs]
         self._output(output, tx, rows, inferred, chunks=chunks)
 
-    def _erase(self, op: str, spec: dict[str, Any], tx: str | None) -> None:
+    def _erase(self, op: Operation, spec: dict[str, Any], tx: str | None) -> None:
         """An ``erase`` operation."""
         path = spec.get("table_path")
         node, text = self.state.tables.require_table(path, tx)

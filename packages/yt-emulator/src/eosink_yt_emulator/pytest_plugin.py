@@ -19,11 +19,14 @@ Fixtures:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .server import EmulatorProcess, YtEmulator
+
+if TYPE_CHECKING:
+    from yt.wrapper import YtClient
 
 
 @pytest.fixture
@@ -36,7 +39,7 @@ def yt_emulator() -> Iterator[Any]:
 
 
 @pytest.fixture
-def yt_client(yt_emulator: YtEmulator):
+def yt_client(yt_emulator: YtEmulator) -> YtClient:
     return yt_emulator.client()
 
 

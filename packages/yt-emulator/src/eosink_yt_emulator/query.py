@@ -21,6 +21,7 @@ off).  As in YT, ``ORDER BY`` requires ``LIMIT``.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .errors import QUERY_ERROR, YtError
 from .yson import Uint64
@@ -66,11 +67,11 @@ KEYWORDS = {
 AGGREGATES = {"sum", "min", "max", "count", "avg", "first"}
 
 
-def _err(msg: str):
+def _err(msg: str) -> YtError:
     return YtError(f"Error while parsing query: {msg}", QUERY_ERROR)
 
 
-def tokenize(text: str):
+def tokenize(text: str) -> list[tuple[str, str | None]]:
     out = []
     pos = 0
     while pos < len(text):
@@ -107,28 +108,28 @@ class Parser:
         self.toks = tokenize(text)
         self.i = 0
 
-    def peek(self, k=0):
+    def peek(self, k: int = 0) -> tuple[str, str | None]:
         return self.toks[self.i + k]
 
-    def next(self):
+    def next(self) -> tuple[str, str | None]:
         t = self.toks[self.i]
         self.i += 1
         return t
 
-    def accept(self, kind: str, val=None):
+    def accept(self, kind: str, val: str | None = None) -> tuple[str, str | None] | None:
         t = self.peek()
         if t[0] == kind and (val is None or t[1] == val):
             self.i += 1
             return t
         return None
 
-    def expect(self, kind: str, val=None):
+    def expect(self, kind: str, val: str | None = None) -> tuple[str, str | None]:
         t = self.accept(kind, val)
         if t is None:
             raise _err(f"expected {val or kind}, found {self.peek()[1]!r}")
         return t
 
-    def parse(self):
+    def parse(self) -> Query:
         q = Query()
         self.accept("kw", "select")
         if self.accept("op", "*"):
@@ -174,7 +175,7 @@ class Parser:
             raise YtError("ORDER BY used without LIMIT", QUERY_ERROR)
         return q
 
-    def parse_named_list(self):
+    def parse_named_list(self) -> list[tuple[tuple[Any, ...], str]]:
         items = []
         while True:
             e = self.parse_expr()
@@ -185,27 +186,27 @@ class Parser:
             if not self.accept("op", ","):
                 return items
 
-    def parse_expr(self):
+    def parse_expr(self) -> tuple[Any, ...]:
         return self.parse_or()
 
-    def parse_or(self):
+    def parse_or(self) -> tuple[Any, ...]:
         left = self.parse_and()
         while self.accept("kw", "or"):
             left = ("or", left, self.parse_and())
         return left
 
-    def parse_and(self):
+    def parse_and(self) -> tuple[Any, ...]:
         left = self.parse_not()
         while self.accept("kw", "and"):
             left = ("and", left, self.parse_not())
         return left
 
-    def parse_not(self):
+    def parse_not(self) -> tuple[Any, ...]:
         if self.accept("kw", "not"):
             return ("not", self.parse_not())
         return self.parse_cmp()
 
-    def parse_cmp(self):
+    def parse_cmp(self) -> tuple[Any, ...]:
         left = self.parse_add()
         t = self.peek()
         if t[0] == "op" and t[1] in ("=", "!=", "<>", "<", "<=", ">", ">="):
@@ -239,7 +240,7 @@ class Parser:
             return ("not", node) if neg else node
         return left
 
-    def parse_add(self):
+    def parse_add(self) -> tuple[Any, ...]:
         left = self.parse_mul()
         while True:
             t = self.peek()
@@ -249,7 +250,7 @@ class Parser:
             else:
                 return left
 
-    def parse_mul(self):
+    def parse_mul(self) -> tuple[Any, ...]:
         left = self.parse_unary()
         while True:
             t = self.peek()
@@ -259,14 +260,14 @@ class Parser:
             else:
                 return left
 
-    def parse_unary(self):
+    def parse_unary(self) -> tuple[Any, ...]:
         if self.accept("op", "-"):
             return ("neg", self.parse_unary())
         if self.accept("op", "+"):
             return self.parse_unary()
         return self.parse_primary()
 
-    def parse_primary(self):
+    def parse_primary(self) -> tuple[Any, ...]:
         t = self.next()
         kind, val = t
         if kind == "num":
@@ -315,7 +316,7 @@ class Parser:
         raise _err(f"unexpected token {val!r}")
 
 
-def expr_name(e):
+def expr_name(e: tuple[Any, ...]) -> str:
     if e[0] == "col":
         return e[1]
     if e[0] == "lit":
@@ -325,5 +326,5 @@ def expr_name(e):
     return "expr"
 
 
-def parse_query(text: str):
+def parse_query(text: str) -> Query:
     return Parser(text).parse()

@@ -5,6 +5,7 @@ Null handling and function results follow https://ytsaurus.tech/docs/en/user-gui
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from .errors import QUERY_ERROR, YtError
@@ -13,11 +14,11 @@ from .query import Query
 from .yson import Entity, Uint64
 
 
-def _null(v: Any):
+def _null(v: Any) -> bool:
     return v is None or isinstance(v, Entity)
 
 
-def _cmp(op: str, a, b):
+def _cmp(op: str, a: Any, b: Any) -> bool:
     if isinstance(a, tuple) or isinstance(b, tuple):
         ka = tuple(sort_value(x) for x in (a if isinstance(a, tuple) else (a,)))
         kb = tuple(sort_value(x) for x in (b if isinstance(b, tuple) else (b,)))
@@ -38,7 +39,7 @@ def _cmp(op: str, a, b):
     return ka >= kb
 
 
-def _arith(op: str, a, b):
+def _arith(op: str, a: Any, b: Any) -> Any:
     if _null(a) or _null(b):
         return None
     if isinstance(a, (str, bytes)) or isinstance(b, (str, bytes)):
@@ -66,11 +67,11 @@ def _arith(op: str, a, b):
     return r
 
 
-def _as_text(v: Any):
+def _as_text(v: Any) -> Any:
     return v.encode("utf-8") if isinstance(v, str) else v
 
 
-def _func(name: str, args):
+def _func(name: str, args: list[Any]) -> Any:
     if name == "is_null":
         return _null(args[0])
     if name == "if":
@@ -105,7 +106,9 @@ def _func(name: str, args):
     raise YtError(f"Unknown function {name!r}", QUERY_ERROR)
 
 
-def evaluate(e, row: dict[str, Any], columns: list[str] | None = None):
+def evaluate(
+    e: tuple[Any, ...], row: dict[str, Any], columns: Collection[str] | None = None
+) -> Any:
     k = e[0]
     if k == "lit":
         return e[1]
@@ -145,7 +148,7 @@ def evaluate(e, row: dict[str, Any], columns: list[str] | None = None):
     raise YtError(f"Cannot evaluate {k!r}", QUERY_ERROR)
 
 
-def agg_key(e):
+def agg_key(e: tuple[Any, ...]) -> str:
     return "\0agg:" + repr(e)
 
 
@@ -163,7 +166,7 @@ def _collect_aggs(e: Any, out: list[tuple]) -> None:
                     _collect_aggs(y, out)
 
 
-def _aggregate(name: str, values):
+def _aggregate(name: str, values: list[Any]) -> Any:
     vals = [v for v in values if not _null(v)]
     if name == "count":
         return len(values)
@@ -225,10 +228,6 @@ def execute(
         if q.having is not None:
             rows = [r for r in rows if evaluate(q.having, r, None)]
     if q.order_by:
-
-        def keyf(r) -> list[Any]:
-            return [sort_value(evaluate(e, r, colset)) for e, _ in q.order_by]
-
         for e, desc in reversed(q.order_by):
             rows = sorted(rows, key=lambda r, e=e: sort_value(evaluate(e, r, colset)), reverse=desc)
     if q.offset:

@@ -16,13 +16,13 @@ from .errors import (
 from .yson import Uint64
 
 if TYPE_CHECKING:
-    pass
+    from .dyntable import DynTable
 
 
 class QueueReads:
     """The queue reads of ``DynamicTables`` (a part of it: ``table`` and ``read_ts`` are there)."""
 
-    def ordered_table(self, path_text: Any, what: str):
+    def ordered_table(self, path_text: Any, what: str) -> tuple[DynTable, str]:
         """The ordered dynamic table at ``path_text``, or the error YT gives ``what`` there."""
         node, _, _, text = self.state.cypress.resolve(path_text, None)
         if node.type != "table" or node.dyn is None or node.dyn.sorted:
@@ -34,7 +34,7 @@ class QueueReads:
             )
         return node.dyn, text
 
-    def pull_queue(self, params: dict[str, Any]):
+    def pull_queue(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Rows of one tablet from ``offset`` on: at most ``max_row_count`` (YT's default 1000),
         each with ``$tablet_index`` and ``$row_index``.  Rows below the tablet's trimmed row
         count are gone: the answer then starts at the first row that is left (the caller sees

@@ -13,13 +13,10 @@ not accepted for a ``double`` column (stricter side).
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import SCHEMA_VIOLATION, YtError
 from .yson import Attributed, Entity, Uint64, unwrap
-
-if TYPE_CHECKING:
-    from .nodes import Lock
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -54,7 +51,7 @@ V1_TO_V3 = {"any": "yson", "boolean": "bool"}
 AGGREGATES = {"sum", "min", "max", "first"}
 
 
-def _s(v):
+def _s(v: Any) -> Any:
     v = unwrap(v)[0]
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
@@ -82,7 +79,7 @@ class Column:
         sort_order: str | None = None,
         aggregate: str | None = None,
         expression: str | None = None,
-        lock: Lock | None = None,
+        lock: str | None = None,
         type_v3: Any = None,
         group: str | None = None,
     ) -> None:
@@ -96,7 +93,7 @@ class Column:
         self.type_v3 = type_v3
         self.group = group
 
-    def to_yson(self):
+    def to_yson(self) -> dict[str, Any]:
         out = {"name": self.name, "type": self.type, "required": self.required}
         if self.type_v3 is not None:
             out["type_v3"] = self.type_v3
@@ -116,7 +113,7 @@ class Column:
         return out
 
 
-def _parse_type_v3(t):
+def _parse_type_v3(t: Any) -> tuple[str, bool]:
     """Return (v1 type, required) for a type_v3 description."""
     t = unwrap(t)[0]
     if isinstance(t, (str, bytes)):
@@ -148,18 +145,18 @@ class Schema:
         self.key_columns = [c.name for c in columns if c.sort_order]
 
     @property
-    def sorted(self):
+    def sorted(self) -> bool:
         return bool(self.key_columns)
 
     def is_empty(self) -> bool:
         return not self.columns
 
     @classmethod
-    def empty_weak(cls):
+    def empty_weak(cls) -> Schema:
         return cls([], strict=False, unique_keys=False)
 
     @classmethod
-    def parse(cls, value: Any):
+    def parse(cls, value: Any) -> Schema:
         value, attrs = unwrap(value)
         if isinstance(value, Schema):
             return value
@@ -187,13 +184,13 @@ class Schema:
             raise YtError("Non-sorted schema cannot have unique keys", SCHEMA_VIOLATION)
         return cls(columns, strict=bool(strict), unique_keys=bool(unique_keys))
 
-    def to_yson(self):
+    def to_yson(self) -> Attributed:
         return Attributed(
             [c.to_yson() for c in self.columns],
             {"strict": self.strict, "unique_keys": self.unique_keys},
         )
 
-    def with_sort(self, sort_by: list[str], unique_keys: bool = False):
+    def with_sort(self, sort_by: list[str], unique_keys: bool = False) -> Schema:
         """The schema sorted by ``sort_by`` (key columns moved to the front)."""
         cols = []
         for name in sort_by:
@@ -225,7 +222,7 @@ class Schema:
                 )
         return Schema(cols, strict=self.strict, unique_keys=unique_keys)
 
-    def without_sort(self):
+    def without_sort(self) -> Schema:
         return Schema(
             [
                 Column(
@@ -237,14 +234,16 @@ class Schema:
             unique_keys=False,
         )
 
-    def same_columns(self, other: object):
+    def same_columns(self, other: Schema) -> bool:
         return [c.to_yson() for c in self.without_sort().columns] == [
             c.to_yson() for c in other.without_sort().columns
         ] and self.strict == other.strict
 
     # ---------------------------------------------------------- validation
 
-    def validate_row(self, row: dict[str, Any], path="", allow_system: Collection[str] = ()):
+    def validate_row(
+        self, row: dict[str, Any], path: str = "", allow_system: Collection[str] = ()
+    ) -> dict[str, Any]:
         """Check and normalize one row against the schema; returns the row to store."""
         row = unwrap(row)[0]
         if not isinstance(row, dict):
@@ -283,7 +282,7 @@ class Schema:
         return out
 
 
-def check_value(v, col: Column, path=""):
+def check_value(v: Any, col: Column, path: str = "") -> Any:
     if isinstance(v, Entity):
         v = None
     if v is None:
@@ -334,7 +333,7 @@ def check_value(v, col: Column, path=""):
     return v
 
 
-def value_type(v) -> str:
+def value_type(v: Any) -> str:
     v = unwrap(v)[0]
     if v is None or isinstance(v, Entity):
         return "null"

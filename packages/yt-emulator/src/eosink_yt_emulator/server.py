@@ -10,14 +10,17 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from http.server import ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 from . import yson
 from .faults import Faults, RequestLog
 from .http import ProxyHandler
 from .state import EmulatorState, descriptor_list
+
+if TYPE_CHECKING:
+    from yt.wrapper import YtClient
 
 
 class _Server(ThreadingHTTPServer):
@@ -43,7 +46,7 @@ def fast_retry_config() -> dict[str, Any]:
     }
 
 
-def _deep_update(dst, src):
+def _deep_update(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     """Merge ``src`` into ``dst`` key by key, so an override keeps the defaults beside it."""
     for k, v in src.items():
         if isinstance(v, dict) and isinstance(dst.get(k), dict):
@@ -53,7 +56,7 @@ def _deep_update(dst, src):
     return dst
 
 
-def client_config(address: str, fast_retries: bool = True, **overrides):
+def client_config(address: str, fast_retries: bool = True, **overrides: Any) -> dict[str, Any]:
     """Config for a real ``yt.wrapper.YtClient`` talking to the emulator at ``address``."""
     config = {
         "proxy": {"url": address, "enable_proxy_discovery": False},
@@ -74,7 +77,7 @@ class _ClientFactory:
     host: str
     port: int
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
@@ -83,14 +86,16 @@ class _ClientFactory:
         return f"{host}:{int(self.port)}"
 
     @property
-    def url(self):
+    def url(self) -> str:
         """The emulator's base URL, ``http://host:port``."""
         return "http://" + self.proxy
 
-    def client_config(self, fast_retries: bool = True, **overrides):
+    def client_config(self, fast_retries: bool = True, **overrides: Any) -> dict[str, Any]:
         return client_config(self.proxy, fast_retries=fast_retries, **overrides)
 
-    def client(self, fast_retries: bool = True, config: dict[str, Any] | None = None, **overrides):
+    def client(
+        self, fast_retries: bool = True, config: dict[str, Any] | None = None, **overrides: Any
+    ) -> YtClient:
         """A real ``yt.wrapper.YtClient`` configured for this emulator.
 
         ``fast_retries`` keeps the client's retry logic but replaces its backoff sleeps
@@ -114,7 +119,7 @@ class YtEmulator(_ClientFactory):
     >>> emu.stop()
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, **config) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, **config: Any) -> None:
         self.host = host
         self.port = port
         self.state = EmulatorState(config)
@@ -126,7 +131,7 @@ class YtEmulator(_ClientFactory):
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self):
+    def start(self) -> Self:
         handler = type("BoundProxyHandler", (ProxyHandler,), {"emulator": self})
         self._server = _Server((self.host, self.port), handler)
         self.port = self._server.server_address[1]
@@ -146,11 +151,11 @@ class YtEmulator(_ClientFactory):
             self._server.server_close()
             self._server = None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start() if self._server is None else self
 
     def add_generated_rows(
-        self, path, count: int, make_row: Callable[[int], dict[str, Any]]
+        self, path: Any, count: int, make_row: Callable[[int], dict[str, Any]]
     ) -> None:
         """Append ``count`` rows to the static table ``path`` without sending or storing them:
         one chunk that holds its row count and ``make_row(index)``, called only for the rows
@@ -162,7 +167,7 @@ class YtEmulator(_ClientFactory):
 
     # ---------------------------------------------------------------- control endpoint
 
-    def control(self, method: str, path, body: bytes):
+    def control(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         """``/_emulator/...``: faults and the request log for out-of-process use."""
         sub = path[len("/_emulator") :].strip("/")
         if sub == "ping":
@@ -198,7 +203,7 @@ class YtEmulator(_ClientFactory):
         return 404, {"error": f"unknown control path {path!r}"}
 
 
-def _jsonable(entry: dict[str, Any]):
+def _jsonable(entry: dict[str, Any]) -> dict[str, Any]:
     """A request-log entry as JSON, for the control endpoint of a separate emulator process."""
     out = {}
     for k, v in entry.items():
@@ -216,7 +221,7 @@ class RemoteFaults:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def _post(self, action: str, **args):
+    def _post(self, action: str, **args: Any) -> dict[str, Any]:
         """Send one fault action to the process's control endpoint; its JSON reply."""
         data = json.dumps({"action": action, "args": args}).encode("utf-8")
         req = urllib.request.Request(
@@ -241,7 +246,7 @@ class RemoteFaults:
         message: str | None = None,
         match: dict[str, Any] | None = None,
         skip: int = 0,
-    ):
+    ) -> dict[str, Any]:
         return self._post(
             "fail_next",
             command=command,
@@ -260,12 +265,12 @@ class RemoteFaults:
         times: int = 1,
         when: str = "before",
         match: dict[str, Any] | None = None,
-    ):
+    ) -> dict[str, Any]:
         return self._post("respond_503", command=command, times=times, when=when, match=match)
 
     def lose_reply(
         self, command: str, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
-    ):
+    ) -> dict[str, Any]:
         return self._post("lose_reply", command=command, times=times, when=when, match=match)
 
     def delay(
@@ -274,10 +279,10 @@ class RemoteFaults:
         seconds: float,
         times: int | None = None,
         match: dict[str, Any] | None = None,
-    ):
+    ) -> dict[str, Any]:
         return self._post("delay", command=command, seconds=seconds, times=times, match=match)
 
-    def expire_transaction(self, tx_id: str | None):
+    def expire_transaction(self, tx_id: str | None) -> dict[str, Any]:
         """Abort ``tx_id`` in the emulator as if its timeout had passed."""
         return self._post("expire_transaction", tx_id=tx_id)
 
@@ -294,11 +299,11 @@ class RemoteFaults:
             "on_next needs an in-process YtEmulator: a callback cannot cross the control endpoint"
         )
 
-    def clear(self):
+    def clear(self) -> dict[str, Any]:
         """Drop every fault rule not yet applied."""
         return self._post("clear")
 
-    def pending(self):
+    def pending(self) -> list[dict[str, Any]]:
         """The fault rules not yet applied (for a test's check that its faults fired)."""
         with urllib.request.urlopen(self.url + "/_emulator/faults", timeout=10) as r:
             return json.loads(r.read().decode("utf-8"))
@@ -308,7 +313,12 @@ class EmulatorProcess(_ClientFactory):
     """The emulator as a separate process (``python -m eosink_yt_emulator --port 0``)."""
 
     def __init__(
-        self, port: int = 0, host: str = "127.0.0.1", python=None, env=None, extra_args=()
+        self,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+        extra_args: Iterable[str] = (),
     ) -> None:
         self.host = host
         self.requested_port = port
@@ -318,7 +328,7 @@ class EmulatorProcess(_ClientFactory):
         self.proc = None
         self.port = None
 
-    def start(self, timeout: Any = 20.0):
+    def start(self, timeout: Any = 20.0) -> Self:
         env = dict(os.environ if self.env is None else self.env)
         src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -366,14 +376,14 @@ class EmulatorProcess(_ClientFactory):
                 except Exception:
                     pass
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
     @property
-    def faults(self):
+    def faults(self) -> RemoteFaults:
         return RemoteFaults(self.url)
 
     @property
-    def requests(self):
+    def requests(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(self.url + "/_emulator/requests", timeout=10) as r:
             return json.loads(r.read().decode("utf-8"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .commands import Commands
 from .common import Clock
@@ -19,6 +19,9 @@ from .dynamic import DynamicTables
 from .operations import Operations
 from .tables import StaticTables
 from .transactions import TransactionManager
+
+if TYPE_CHECKING:
+    from .http import Response
 
 DEFAULT_CONFIG = {
     # Seconds a tablet stays in "mounting"/"unmounting"/... before the final state.
@@ -36,7 +39,7 @@ def load_descriptors() -> dict[str, Any]:
     return {d["name"]: d for d in json.loads(text)}
 
 
-def descriptor_list():
+def descriptor_list() -> list[dict[str, Any]]:
     """The descriptors as ``GET /api/v4`` lists them."""
     text = resources.files(__package__).joinpath("commands_v4.json").read_text("utf-8")
     return json.loads(text)
@@ -53,7 +56,7 @@ class ResponseKeeper:
         self.pending = {}
         self.cond = threading.Condition()
 
-    def begin(self, mutation_id: str, is_retry: bool, timeout: Any = 60.0):
+    def begin(self, mutation_id: str, is_retry: bool, timeout: Any = 60.0) -> Response | None:
         """Returns a stored response, or None after registering the request as pending.
 
         Raises ``KeyError`` when a non-retry request reuses a known mutation id."""
@@ -68,7 +71,7 @@ class ResponseKeeper:
             self.pending[mutation_id] = True
             return None
 
-    def end(self, mutation_id: str, response) -> None:
+    def end(self, mutation_id: str, response: Response | None) -> None:
         """Store the response of a mutation, or forget the mutation if it produced none."""
         with self.cond:
             self.pending.pop(mutation_id, None)
@@ -99,7 +102,7 @@ class EmulatorState:
         self.commands = Commands(self)
         self.keeper = ResponseKeeper(self.config["response_keeper_size"])
 
-    def next_revision(self):
+    def next_revision(self) -> int:
         """A new revision number for a changed node."""
         self._revision += 1
         return self._revision

@@ -20,7 +20,7 @@ attributes ``enable_row_index``/``enable_range_index``/``enable_tablet_index``).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import SORT_ORDER_VIOLATION, YtError
@@ -29,6 +29,7 @@ from .schema import Schema
 from .yson import Attributed, Entity, unwrap
 
 if TYPE_CHECKING:
+    from .cypress import Cypress
     from .nodes import Node, NodeState
     from .state import EmulatorState
 
@@ -55,7 +56,7 @@ class GeneratedChunk(Sequence):
     def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self.make_row(i) for i in range(*index.indices(self.count))]
         if index < 0:
@@ -81,7 +82,7 @@ class TableRows(Sequence):
     def __len__(self) -> int:
         return self.total
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             lo, hi, step = index.indices(self.total)
             if step != 1:
@@ -101,7 +102,7 @@ class TableRows(Sequence):
         return self.chunks[at][index - self.starts[at]]
 
 
-def last_row(chunks: list[Any]):
+def last_row(chunks: list[Any]) -> dict[str, Any] | None:
     """The last row of a chunk list (O(chunks)), ``None`` when it holds none."""
     for chunk in reversed(chunks):
         if len(chunk):
@@ -109,7 +110,7 @@ def last_row(chunks: list[Any]):
     return None
 
 
-def path_attrs(path):
+def path_attrs(path: Any) -> dict[str, Any]:
     """The attributes of a rich YPath (``append``, ``sorted_by``, ranges, ...)."""
     return unwrap(path)[1]
 
@@ -119,11 +120,11 @@ class StaticTables:
         self.state = state
 
     @property
-    def cypress(self):
+    def cypress(self) -> Cypress:
         """The emulator's Cypress."""
         return self.state.cypress
 
-    def require_table(self, path, tx: str | None):
+    def require_table(self, path: Any, tx: str | None) -> tuple[Node, str]:
         """The table at ``path``; another node type fails."""
         node, _, _, text = self.cypress.resolve(path, tx)
         if node.type != "table":
@@ -151,12 +152,12 @@ class StaticTables:
         self,
         node: Node,
         text: str,
-        chunks_in,
+        chunks_in: Iterable[Iterable[dict[str, Any]]],
         tx: str | None,
         append: bool,
         sorted_by: list[str] | None = None,
-        new_schema: Schema | None = None,
-        take_lock=True,
+        new_schema: Any = None,
+        take_lock: bool = True,
     ) -> None:
         st = self.cypress.view(node, tx)
         schema = table_schema(st)
@@ -207,7 +208,7 @@ class StaticTables:
         )
 
     def add_generated_rows(
-        self, path, count: int, make_row: Callable[[int], dict[str, Any]]
+        self, path: Any, count: int, make_row: Callable[[int], dict[str, Any]]
     ) -> None:
         """Append ``count`` rows, ``make_row(i)`` for i in 0..count-1, as one generated chunk
         outside any transaction. Only the first and last rows are checked against the schema
@@ -232,7 +233,7 @@ class StaticTables:
 
     # ---------------------------------------------------------------- read
 
-    def read(self, params: dict[str, Any], tx: str | None):
+    def read(self, params: dict[str, Any], tx: str | None) -> tuple[list[Any], dict[str, Any]]:
         """``read_table``: the rows of the ranges asked, and the response parameters."""
         path = params["path"]
         node, text = self.require_table(path, tx)
@@ -280,7 +281,9 @@ class StaticTables:
         response_params = {"start_row_index": start_row_index or 0, "approximate_row_count": total}
         return out, response_params
 
-    def _dynamic_rows(self, node: Node, params: dict[str, Any], text: str):
+    def _dynamic_rows(
+        self, node: Node, params: dict[str, Any], text: str
+    ) -> tuple[list[dict[str, Any]], Schema]:
         """The rows of a dynamic table read by ``read_table`` (as of the newest timestamp)."""
         dyn = node.dyn
         ts = self.state.dynamic.read_ts({"timestamp": unwrap(params["path"])[1].get("timestamp")})
@@ -290,7 +293,7 @@ class StaticTables:
 
     def _range_bounds(
         self, rng: dict[str, Any], rows: Sequence[dict[str, Any]], schema: Schema, text: str
-    ):
+    ) -> tuple[int, int]:
         """Row indexes ``[lo, hi)`` of one range of a read."""
         n = len(rows)
         rng = unwrap(rng)[0] or {}
@@ -317,8 +320,8 @@ class StaticTables:
         rows: Sequence[dict[str, Any]],
         schema: Schema,
         text: str,
-        upper,
-    ):
+        upper: bool,
+    ) -> int:
         """The row index of one limit (row index or key) of a range."""
         limit = unwrap(limit)[0]
         n = len(rows)
@@ -347,8 +350,8 @@ class StaticTables:
         return result_hi if upper else result_lo
 
     def _key_bound(
-        self, key: Any, rows: Sequence[dict[str, Any]], schema: Schema, text: str, upper
-    ):
+        self, key: Any, rows: Sequence[dict[str, Any]], schema: Schema, text: str, upper: bool
+    ) -> int:
         """The first row index at or past ``key`` in sorted ``rows``."""
         if not schema.sorted:
             raise YtError(f"Cannot use key limits on unsorted table {text}", 1, {"path": text})

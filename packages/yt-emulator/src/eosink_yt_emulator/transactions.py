@@ -24,7 +24,6 @@ from .common import NULL_ID, new_id, now_iso
 from .errors import INVALID_TRANSACTION_STATE, YtError, no_such_transaction
 
 if TYPE_CHECKING:
-    from .nodes import Node
     from .state import EmulatorState
 
 MAX_TIMEOUT_MS = 60 * 60 * 1000
@@ -34,7 +33,7 @@ DEFAULT_TIMEOUT_MS = 15000
 class MasterTransaction:
     kind = "master"
 
-    def __init__(self, parent: Node, timeout_ms: int | None, attributes: Any) -> None:
+    def __init__(self, parent: str | None, timeout_ms: int | None, attributes: Any) -> None:
         self.id = new_id(common.TYPE_NESTED_TRANSACTION if parent else common.TYPE_TRANSACTION)
         self.parent = parent
         self.timeout_ms = (
@@ -50,12 +49,12 @@ class MasterTransaction:
         self.state = "active"
         self.prerequisites = []
 
-    def expired(self, now: float):
+    def expired(self, now: float) -> bool:
         if self.deadline is not None and now > self.deadline:
             return True
         return self.timeout_ms is not None and (now - self.last_ping) * 1000.0 > self.timeout_ms
 
-    def describe(self, state: EmulatorState):
+    def describe(self, state: EmulatorState) -> dict[str, Any]:
         """The transaction's attributes, as ``#<id>/@`` and ``//sys/transactions/<id>/@`` show
         them (names and presence as in ytsaurus ``transaction_proxy.cpp``: ``title`` and
         ``deadline`` only when set)."""
@@ -122,12 +121,12 @@ class TabletTransaction:
         self.parent = None
         self.children = set()
 
-    def expired(self, now: float):
+    def expired(self, now: float) -> bool:
         if self.deadline is not None and now > self.deadline:
             return True
         return (now - self.last_ping) * 1000.0 > self.timeout_ms
 
-    def describe(self, state: EmulatorState):
+    def describe(self, state: EmulatorState) -> dict[str, Any]:
         attrs = {
             "id": self.id,
             "type": "atomic_tablet_transaction"
@@ -143,7 +142,7 @@ class TabletTransaction:
         return attrs
 
 
-def _is_null(tx: str | None):
+def _is_null(tx: str | None) -> bool:
     """Whether a transaction id parameter means no transaction (absent, null or the null GUID)."""
     return tx is None or tx == "" or tx == NULL_ID
 
@@ -158,13 +157,13 @@ class TransactionManager:
 
     # ---------------------------------------------------------------- lookup
 
-    def normalize(self, tx: str | None):
+    def normalize(self, tx: str | None) -> str | None:
         """A transaction id parameter as a string, ``None`` for no transaction."""
         if _is_null(tx):
             return None
         return str(tx)
 
-    def find_master(self, tx: str | None):
+    def find_master(self, tx: str | None) -> MasterTransaction | None:
         """The master transaction ``tx``, if it is one (else ``None``, without failing)."""
         t = self.txs.get(tx)
         return t if t is not None and t.kind == "master" else None
@@ -180,14 +179,14 @@ class TransactionManager:
             )
         return t
 
-    def get_any(self, tx: str | None):
+    def get_any(self, tx: str | None) -> MasterTransaction | TabletTransaction:
         """The active transaction ``tx``, master or tablet."""
         t = self.txs.get(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
         return t
 
-    def chain(self, tx: str | None):
+    def chain(self, tx: str | None) -> list[str]:
         """Ancestors of master transaction ``tx`` from the topmost down to ``tx``."""
         tx = self.normalize(tx)
         if tx is None:
@@ -203,7 +202,7 @@ class TransactionManager:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def start(self, params: dict[str, Any]):
+    def start(self, params: dict[str, Any]) -> MasterTransaction | TabletTransaction:
         """``start_transaction``: a master transaction (nested under ``transaction_id``) or a tablet
         one."""
         tx_type = params.get("type", "master")
@@ -303,7 +302,7 @@ class TransactionManager:
         t = self.get_any(tx)
         self._abort(t, reason)
 
-    def _abort(self, t, reason: str) -> None:
+    def _abort(self, t: MasterTransaction | TabletTransaction, reason: str) -> None:
         """Abort ``t`` and its descendants (also for an expired lease)."""
         for c in list(t.children):
             ct = self.txs.get(c)
@@ -314,7 +313,7 @@ class TransactionManager:
             self.state.cypress.on_abort(t)
         self._finish(t, reason)
 
-    def _finish(self, t, how) -> None:
+    def _finish(self, t: MasterTransaction | TabletTransaction, how: str) -> None:
         """Mark ``t`` finished and drop it from its parent's nested transactions."""
         t.state = how
         self.txs.pop(t.id, None)
@@ -340,6 +339,6 @@ class TransactionManager:
                 # Abort the topmost expired transaction; children go with it.
                 self._abort(t, "expired")
 
-    def active_ids(self):
+    def active_ids(self) -> list[str]:
         """The ids of the active transactions (for tests that check nothing leaked)."""
         return sorted(self.txs)

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-def _json_str_out(s, encode_utf8: bool):
+def _json_str_out(s: str | bytes | bytearray, encode_utf8: bool) -> str:
     b = _as_bytes(s)
     if encode_utf8:
         return b.decode("latin-1")
@@ -54,14 +54,14 @@ def _json_str_out(s, encode_utf8: bool):
         raise YsonError("Non-UTF-8 string cannot be written as JSON with encode_utf8=%false")
 
 
-def _json_key_out(k, encode_utf8: bool, escape_dollar: bool):
+def _json_key_out(k: str | bytes, encode_utf8: bool, escape_dollar: bool) -> str:
     k = _json_str_out(k, encode_utf8)
     if escape_dollar and k.startswith("$"):
         k = "$" + k
     return k
 
 
-def to_json_obj(v: Any, encode_utf8: bool = True, escape_dollar: bool = True):
+def to_json_obj(v: Any, encode_utf8: bool = True, escape_dollar: bool = True) -> Any:
     """YSON value -> JSON-able object (YT JSON format conventions)."""
     if isinstance(v, Attributed):
         return {
@@ -104,7 +104,7 @@ def to_json(v: Any, encode_utf8: bool = True) -> bytes:
     ).encode("utf-8")
 
 
-def _json_str_in(s, encode_utf8: bool):
+def _json_str_in(s: str, encode_utf8: bool) -> str | bytes:
     if encode_utf8:
         try:
             return _to_text(s.encode("latin-1"))
@@ -115,7 +115,7 @@ def _json_str_in(s, encode_utf8: bool):
     return s
 
 
-def from_json_obj(o, encode_utf8: bool = True):
+def from_json_obj(o: Any, encode_utf8: bool = True) -> Any:
     if isinstance(o, dict):
         if "$value" in o and set(o) <= {"$value", "$attributes", "$type"}:
             value = from_json_obj(o["$value"], encode_utf8)
@@ -145,7 +145,7 @@ def from_json_obj(o, encode_utf8: bool = True):
     return o
 
 
-def _typed(value: Any, t):
+def _typed(value: Any, t: str) -> Any:
     if t == "uint64":
         return Uint64(int(value))
     if t == "int64":
@@ -161,13 +161,13 @@ def _typed(value: Any, t):
     return value
 
 
-def from_json(data: bytes, encode_utf8: bool = True):
+def from_json(data: bytes, encode_utf8: bool = True) -> Any:
     return from_json_obj(
         json.loads(data.decode("utf-8") if isinstance(data, bytes) else data), encode_utf8
     )
 
 
-def from_json_lines(data: bytes, encode_utf8: bool = True):
+def from_json_lines(data: bytes, encode_utf8: bool = True) -> list[Any]:
     out = []
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     dec = json.JSONDecoder()

@@ -45,19 +45,19 @@ class _Parser:
             p += 1
         self.pos = p
 
-    def peek(self):
+    def peek(self) -> int | None:
         self.skip_ws()
         if self.pos >= self.n:
             return None
         return self.data[self.pos]
 
-    def expect(self, ch) -> None:
+    def expect(self, ch: int) -> None:
         c = self.peek()
         if c != ch:
             self.error(f"Expected {chr(ch)!r}, found {None if c is None else chr(c)!r}")
         self.pos += 1
 
-    def read_varint(self):
+    def read_varint(self) -> int:
         result = 0
         shift = 0
         d = self.data
@@ -73,7 +73,7 @@ class _Parser:
             if shift > 70:
                 self.error("Varint is too long")
 
-    def parse_value(self):
+    def parse_value(self) -> Any:
         c = self.peek()
         if c is None:
             self.error("Unexpected end of YSON")
@@ -86,7 +86,7 @@ class _Parser:
             return Attributed(value, attrs)
         return self.parse_plain(c)
 
-    def parse_plain(self, c):
+    def parse_plain(self, c: int) -> Any:
         d = self.data
         if c == ord("{"):
             self.pos += 1
@@ -134,7 +134,7 @@ class _Parser:
             return _to_text(self.parse_unquoted())
         self.error(f"Unexpected character {chr(c)!r}")
 
-    def parse_quoted(self):
+    def parse_quoted(self) -> bytes:
         d = self.data
         self.pos += 1
         out = bytearray()
@@ -176,14 +176,14 @@ class _Parser:
                 out.append(b)
                 self.pos += 1
 
-    def parse_unquoted(self):
+    def parse_unquoted(self) -> bytes:
         d = self.data
         start = self.pos
         while self.pos < self.n and d[self.pos] in _UNQUOTED:
             self.pos += 1
         return d[start : self.pos]
 
-    def parse_percent(self):
+    def parse_percent(self) -> bool | float:
         d = self.data
         for lit, val in (
             (b"%true", True),
@@ -198,7 +198,7 @@ class _Parser:
                 return val
         self.error("Bad %-literal")
 
-    def parse_number(self):
+    def parse_number(self) -> int | float:
         d = self.data
         start = self.pos
         while self.pos < self.n and d[self.pos] in _NUMBER_CHARS:
@@ -214,7 +214,7 @@ class _Parser:
         except ValueError:
             self.error(f"Bad number {tok!r}")
 
-    def parse_key(self):
+    def parse_key(self) -> str:
         c = self.peek()
         if c == 0x01:
             self.pos += 1
@@ -228,7 +228,7 @@ class _Parser:
             return _key(self.parse_unquoted())
         self.error("Expected map key")
 
-    def parse_map_body(self, end):
+    def parse_map_body(self, end: int) -> dict[str, Any]:
         result = {}
         while True:
             c = self.peek()
@@ -244,7 +244,7 @@ class _Parser:
             elif c != end:
                 self.error("Expected ';' or end of map")
 
-    def parse_list_body(self, end):
+    def parse_list_body(self, end: int) -> list[Any]:
         result = []
         while True:
             c = self.peek()
@@ -259,18 +259,18 @@ class _Parser:
                 self.error("Expected ';' or end of list")
 
 
-def _key(b):
+def _key(b: bytes) -> str:
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:
         return b.decode("latin-1")
 
 
-def _unzigzag(v: Any):
+def _unzigzag(v: Any) -> int:
     return (v >> 1) ^ -(v & 1)
 
 
-def loads(data: bytes):
+def loads(data: bytes) -> Any:
     """Parse one YSON node."""
     p = _Parser(data)
     v = p.parse_value()
@@ -279,7 +279,7 @@ def loads(data: bytes):
     return v
 
 
-def load_fragment(data: bytes):
+def load_fragment(data: bytes) -> list[Any]:
     """Parse a list fragment (``a;b;c;``), e.g. a tabular YSON stream."""
     p = _Parser(data)
     out = []

@@ -14,10 +14,10 @@ class Entity:
 
     __slots__ = ()
 
-    def __eq__(self, other: object):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Entity) or other is None
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return 0
 
     def __repr__(self) -> str:
@@ -46,7 +46,7 @@ class Attributed:
         self.value = value
         self.attributes = dict(attributes)
 
-    def __eq__(self, other: object):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, Attributed):
             return self.value == other.value and self.attributes == other.attributes
         return False
@@ -55,18 +55,18 @@ class Attributed:
         return f"Attributed({self.value!r}, {self.attributes!r})"
 
 
-def unwrap(value: Any):
+def unwrap(value: Any) -> tuple[Any, dict[str, Any]]:
     """Return ``(value, attributes)`` for a possibly attributed value."""
     if isinstance(value, Attributed):
         return value.value, value.attributes
     return value, {}
 
 
-def attrs_of(value: Any):
+def attrs_of(value: Any) -> dict[str, Any]:
     return value.attributes if isinstance(value, Attributed) else {}
 
 
-def _to_text(b):
+def _to_text(b: bytes) -> str | bytes:
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 from .yson_values import Attributed, Entity, Uint64, YsonError
 
 
-def _zigzag(v):
+def _zigzag(v: int) -> int:
     return (v << 1) ^ (v >> 63)
 
 
-def _varint(v):
+def _varint(v: int) -> bytes:
     out = bytearray()
     while True:
         b = v & 0x7F
@@ -46,11 +47,11 @@ def _escape(b: bytes) -> bytes:
     return bytes(out)
 
 
-def _as_bytes(s):
+def _as_bytes(s: str | bytes | bytearray) -> bytes:
     return s.encode("utf-8") if isinstance(s, str) else bytes(s)
 
 
-def _write(v, out: bytearray, binary: bool):
+def _write(v: Any, out: bytearray, binary: bool) -> None:
     if isinstance(v, Attributed):
         out += b"<"
         _write_map_items(v.attributes, out, binary)
@@ -112,7 +113,7 @@ def _write(v, out: bytearray, binary: bool):
         raise YsonError(f"Cannot serialize {type(v)!r} to YSON")
 
 
-def _write_map_items(d, out, binary: bool) -> None:
+def _write_map_items(d: dict[str, Any], out: bytearray, binary: bool) -> None:
     for k, val in d.items():
         _write(k, out, binary)
         out += b"="
@@ -126,7 +127,7 @@ def dumps(value: Any, binary: bool = False) -> bytes:
     return bytes(out)
 
 
-def dump_fragment(values, binary: bool = False) -> bytes:
+def dump_fragment(values: Iterable[Any], binary: bool = False) -> bytes:
     out = bytearray()
     for v in values:
         _write(v, out, binary)

@@ -57,7 +57,7 @@ class Commands(
         self.cypress = state.cypress
         self.txm = state.txm
 
-    def run(self, command: str, params: dict[str, Any], input_data: Any = None):
+    def run(self, command: str, params: dict[str, Any], input_data: Any = None) -> Any:
         """Run one command atomically: on error, every Cypress change it made is rolled back."""
         handler = REGISTRY.get(command)
         if handler is None:

@@ -67,7 +67,9 @@ class AttributeReads(CommandsBase):
             raise YtError(f"Object {key} cannot have children", RESOLVE_ERROR, {"path": text})
         return children[key]
 
-    def system_attributes(self, node: Node, tx: str | None, st: NodeState | None = None):
+    def system_attributes(
+        self, node: Node, tx: str | None, st: NodeState | None = None
+    ) -> dict[str, Any]:
         if st is None:
             st = self.cypress.view(node, tx)
         c = self.cypress
@@ -144,7 +146,7 @@ class AttributeReads(CommandsBase):
             a["replication_factor"] = 3
         return a
 
-    def _lock_mode(self, node: Node, tx: str | None):
+    def _lock_mode(self, node: Node, tx: str | None) -> str:
         mine = set(self.cypress.chain(tx))
         modes = [lk.mode for lk in node.locks if lk.tx in mine]
         for m in ("exclusive", "shared", "snapshot"):
@@ -152,7 +154,9 @@ class AttributeReads(CommandsBase):
                 return m
         return "none"
 
-    def all_attributes(self, node: Node, tx: str | None, st: NodeState | None = None):
+    def all_attributes(
+        self, node: Node, tx: str | None, st: NodeState | None = None
+    ) -> dict[str, Any]:
         if st is None:
             st = self.cypress.view(node, tx)
         a = self.system_attributes(node, tx, st)
@@ -162,7 +166,7 @@ class AttributeReads(CommandsBase):
             a[k] = v
         return a
 
-    def node_value(self, node: Node, tx: str | None, attributes: Any = None, depth: int = 0):
+    def node_value(self, node: Node, tx: str | None, attributes: Any = None, depth: int = 0) -> Any:
         st = self.cypress.view(node, tx)
         if node.type == "map_node":
             value = {}
@@ -203,7 +207,7 @@ class AttributeReads(CommandsBase):
             raise YtError(f"Attribute {attr_path[0]!r} is not found", RESOLVE_ERROR, {"path": text})
         return _navigate(attrs[attr_path[0]], attr_path[1:], text)
 
-    def _object(self, path):
+    def _object(self, path: Any) -> dict[str, Any] | None:
         """Non-node objects addressed by ``#id``: transactions, locks, operations."""
         root = _s(path)
         if not isinstance(root, str) or not root.startswith("#"):

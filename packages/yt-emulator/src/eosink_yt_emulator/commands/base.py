@@ -42,7 +42,9 @@ def command(*names: str) -> Callable[[Handler], Handler]:
 class Tabular:
     """A tabular command result: rows plus optional response parameters."""
 
-    def __init__(self, rows: list[dict[str, Any]], response_parameters: dict | None = None) -> None:
+    def __init__(
+        self, rows: list[dict[str, Any] | None], response_parameters: dict | None = None
+    ) -> None:
         self.rows = rows
         self.response_parameters = response_parameters
 
@@ -69,17 +71,17 @@ class CommandsBase:
         return tx
 
 
-def _s(v: Any):
+def _s(v: Any) -> Any:
     v = unwrap(v)[0]
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
-def _b(params: dict[str, Any], name: str, default: Any = False):
+def _b(params: dict[str, Any], name: str, default: Any = False) -> bool:
     v = params.get(name, default)
     return to_bool(v) if v is not None else default
 
 
-def _navigate(value: Any, keys: list[Any], text: str):
+def _navigate(value: Any, keys: list[Any], text: str) -> Any:
     for k in keys:
         value = unwrap(value)[0]
         if isinstance(value, dict) and k in value:
@@ -94,7 +96,7 @@ def _navigate(value: Any, keys: list[Any], text: str):
     return value
 
 
-def _set_in(value: Any, keys: list[Any], new: Any, text: str, remove: bool = False):
+def _set_in(value: Any, keys: list[Any], new: Any, text: str, remove: bool = False) -> Any:
     """Return a copy of ``value`` with ``keys`` set to ``new`` (or removed)."""
     value = copymod.deepcopy(value)
     if not keys:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common import to_bool
 from ..cypress import (
@@ -20,6 +20,9 @@ from ..errors import (
 from ..schema import Schema
 from ..yson import ENTITY, Uint64, unwrap
 from .base import CommandsBase, _b, _s, command
+
+if TYPE_CHECKING:
+    from ..nodes import Node
 
 
 class NodeCreation(CommandsBase):
@@ -83,7 +86,7 @@ class NodeCreation(CommandsBase):
         c.link_child(parent, key, new, tx)
         return {"node_id": new.id}
 
-    def _make_node(self, node_type: str, attributes: Any, tx: str | None, text: str):
+    def _make_node(self, node_type: str, attributes: Any, tx: str | None, text: str) -> Node:
         c = self.cypress
         node = c.new_node(node_type, tx)
         attrs = {}
@@ -225,9 +228,9 @@ class NodeCreation(CommandsBase):
         return {"node_id": new.id}
 
     @command("copy")
-    def copy(self, params: dict[str, Any], _: Any):
+    def copy(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self._copy_or_move(params, move=False)
 
     @command("move")
-    def move(self, params: dict[str, Any], _: Any):
+    def move(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self._copy_or_move(params, move=True)

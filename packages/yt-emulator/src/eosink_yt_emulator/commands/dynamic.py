@@ -14,31 +14,31 @@ from .base import CommandsBase, Tabular, _b, _s, command
 
 class DynamicCommands(CommandsBase):
     @command("mount_table")
-    def mount_table(self, params: dict[str, Any], _: Any):
+    def mount_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.mount(params)
 
     @command("unmount_table")
-    def unmount_table(self, params: dict[str, Any], _: Any):
+    def unmount_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.unmount(params)
 
     @command("remount_table")
-    def remount_table(self, params: dict[str, Any], _: Any):
+    def remount_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.remount(params)
 
     @command("freeze_table")
-    def freeze_table(self, params: dict[str, Any], _: Any):
+    def freeze_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.freeze(params, True)
 
     @command("unfreeze_table")
-    def unfreeze_table(self, params: dict[str, Any], _: Any):
+    def unfreeze_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.freeze(params, False)
 
     @command("reshard_table")
-    def reshard_table(self, params: dict[str, Any], _: Any):
+    def reshard_table(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.reshard(params)
 
     @command("trim_rows")
-    def trim_rows(self, params: dict[str, Any], _: Any):
+    def trim_rows(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.trim(params)
 
     @command("pull_queue")
@@ -46,23 +46,23 @@ class DynamicCommands(CommandsBase):
         return Tabular(self.state.dynamic.pull_queue(params), {})
 
     @command("get_tablet_infos")
-    def get_tablet_infos(self, params: dict[str, Any], _: Any):
+    def get_tablet_infos(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.dynamic.tablet_infos(params)
 
     @command("register_queue_consumer")
-    def register_queue_consumer(self, params: dict[str, Any], _: Any):
+    def register_queue_consumer(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.consumers.register(params)
 
     @command("unregister_queue_consumer")
-    def unregister_queue_consumer(self, params: dict[str, Any], _: Any):
+    def unregister_queue_consumer(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.consumers.unregister(params)
 
     @command("list_queue_consumer_registrations")
-    def list_queue_consumer_registrations(self, params: dict[str, Any], _: Any):
+    def list_queue_consumer_registrations(self, params: dict[str, Any], _: Any) -> list[Any]:
         return self.state.consumers.list(params)
 
     @command("advance_consumer", "advance_queue_consumer")
-    def advance_consumer(self, params: dict[str, Any], _: Any):
+    def advance_consumer(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.consumers.advance(params)
 
     @command("pull_consumer", "pull_queue_consumer")
@@ -70,11 +70,11 @@ class DynamicCommands(CommandsBase):
         return Tabular(self.state.consumers.pull(params), {})
 
     @command("insert_rows")
-    def insert_rows(self, params: dict[str, Any], rows: list[dict[str, Any]]):
+    def insert_rows(self, params: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
         return self.state.dynamic.modify(params, rows, "insert")
 
     @command("delete_rows")
-    def delete_rows(self, params: dict[str, Any], rows: list[dict[str, Any]]):
+    def delete_rows(self, params: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
         return self.state.dynamic.modify(params, rows, "delete")
 
     @command("lock_rows")

@@ -18,7 +18,7 @@ class OperationCommands(CommandsBase):
         return {"operation_id": op.id}
 
     @command("get_operation")
-    def get_operation(self, params: dict[str, Any], _: Any):
+    def get_operation(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         op_id = params.get("operation_id") or params.get("operation_alias")
         op = self.state.operations.get(op_id)
         attrs = op.attributes()
@@ -28,7 +28,7 @@ class OperationCommands(CommandsBase):
         return attrs
 
     @command("abort_operation")
-    def abort_operation(self, params: dict[str, Any], _: Any):
+    def abort_operation(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.operations.abort(params.get("operation_id"))
 
     @command("complete_operation")

@@ -21,7 +21,7 @@ from .base import CommandsBase, _b, _navigate, _raise, _s, command
 
 class NodeReads(CommandsBase):
     @command("get")
-    def get(self, params: dict[str, Any], _: Any):
+    def get(self, params: dict[str, Any], _: Any) -> Any:
         tx = self.tx(params)
         path = params["path"]
         attributes = params.get("attributes")
@@ -63,7 +63,7 @@ class NodeReads(CommandsBase):
             return self._wrap_value(params, _navigate(allattrs[name], attr_path[1:], text))
         return self._wrap_value(params, self.node_value(node, tx, attributes))
 
-    def _wrap_value(self, params: dict[str, Any], value: Any):
+    def _wrap_value(self, params: dict[str, Any], value: Any) -> Any:
         if _b(params, "return_only_value", False):
             return value
         return {"value": value}
@@ -113,7 +113,7 @@ class NodeReads(CommandsBase):
             raise
 
     @command("list")
-    def list(self, params: dict[str, Any], _: Any):
+    def list(self, params: dict[str, Any], _: Any) -> Any:
         tx = self.tx(params)
         node, rest, attr_path, text = self.cypress.resolve(params["path"], tx, virtual_ok=True)
         attributes = params.get("attributes")

@@ -17,7 +17,7 @@ from .base import Binary, CommandsBase, Tabular, command
 
 class TableCommands(CommandsBase):
     @command("write_table")
-    def write_table(self, params: dict[str, Any], rows: list[dict[str, Any]]):
+    def write_table(self, params: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
         return self.state.tables.write(params, rows, self.tx(params))
 
     @command("read_table")
@@ -54,7 +54,7 @@ class TableCommands(CommandsBase):
         return Binary(data)
 
     @command("concatenate")
-    def concatenate(self, params: dict[str, Any], _: Any):
+    def concatenate(self, params: dict[str, Any], _: Any) -> dict[str, Any]:
         return self.state.tables.concatenate(params, self.tx(params))
 
     @command("alter_table")

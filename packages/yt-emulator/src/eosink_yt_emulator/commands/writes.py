@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class NodeWrites(CommandsBase):
     def _ensure_parent(
         self, node: Node, rest: list[str], tx: str | None, recursive: bool, text: str
-    ):
+    ) -> tuple[Node, str]:
         """Create the missing intermediate map nodes; returns (parent, final_key)."""
         if node.type != "map_node":
             raise YtError(
