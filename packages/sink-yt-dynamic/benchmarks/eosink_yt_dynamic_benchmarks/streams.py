@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink.testing.stream_input import both_doors, in_every_task
+from eosink.testing.stream_input import available_now, both_doors, in_every_task
 from eosink_yt_dynamic.sink import YtDynamicSink
 from eosink_yt_dynamic.tables import create_output_table
 
@@ -67,12 +67,7 @@ def paths(
     ``config`` is the YT client configuration of every side; checkpoints go under ``folder``.
     """
 
-    def writer(tag: str) -> Any:
-        return (
-            with_coordinates(frame())
-            .writeStream.trigger(availableNow=True)
-            .option("checkpointLocation", f"{folder}/{tag}-ckpt")
-        )
+    writer = available_now(lambda: with_coordinates(frame()), folder)
 
     def bare() -> Any:
         from yt.wrapper import YtClient

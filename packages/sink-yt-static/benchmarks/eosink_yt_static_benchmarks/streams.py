@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from eosink.testing.stream_input import both_doors, in_every_task
+from eosink.testing.stream_input import available_now, both_doors, in_every_task
 from eosink_yt_static.sink import YtStaticSink
 
 DATA_SOURCE = "yt-static, data source"
@@ -58,12 +58,7 @@ def paths(
     every side (the emulator's, with patient request timeouts); checkpoints go under ``folder``.
     """
 
-    def writer(tag: str) -> Any:
-        return (
-            frame()
-            .writeStream.trigger(availableNow=True)
-            .option("checkpointLocation", f"{folder}/{tag}-ckpt")
-        )
+    writer = available_now(frame, folder)
 
     def bare() -> Any:
         from yt.wrapper import YtClient

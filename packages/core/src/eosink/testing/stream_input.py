@@ -57,13 +57,28 @@ def timed_query(start: Callable[[], Any]) -> float:
     return time.perf_counter() - began
 
 
+def available_now(frame: Callable[[], Any], folder: str) -> Callable[[str], Any]:
+    """``writer(tag)``: the ``DataStreamWriter`` of ``frame()`` with an ``availableNow`` trigger
+    and a checkpoint of its own per ``tag`` under ``folder``, as :func:`both_doors` takes it."""
+
+    def writer(tag: str) -> Any:
+        return (
+            frame()
+            .writeStream.trigger(availableNow=True)
+            .option("checkpointLocation", f"{folder}/{tag}-ckpt")
+        )
+
+    return writer
+
+
 def both_doors(
     writer: Callable[[str], Any], sink: Any, spark_options: dict[str, str]
 ) -> dict[str, Callable[[], Any]]:
     """start() of a query through each front door of ``sink``: ``"data source"``
     (``format("eosink-<name>")`` with ``spark_options``, which must say what the sink's options
     say) and ``"foreachBatch"`` (``eosink.foreach_batch(sink)``). ``writer(tag)`` returns the
-    query's ``DataStreamWriter`` (trigger and a checkpoint of its own per ``tag``)."""
+    query's ``DataStreamWriter`` (trigger and a checkpoint of its own per ``tag``; see
+    :func:`available_now`)."""
     import eosink
 
     def data_source() -> Any:
