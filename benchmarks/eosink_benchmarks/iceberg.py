@@ -29,7 +29,7 @@ from eosink_benchmarks.tables import Table, Target, ratio, verdict
 
 THROUGHPUT = "eosink-iceberg, foreachBatch"
 DATA_SOURCE = "eosink-iceberg, data source"
-TWIN = "eosink-files, foreachBatch, arrow engine"
+TWIN = "eosink-files, foreachBatch, arrow writer"
 THROUGHPUT_LIMIT = 0.9
 OVERHEAD_LIMIT_MS = 30.0
 HISTORY_LIMIT = 1.5

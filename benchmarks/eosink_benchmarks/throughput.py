@@ -33,8 +33,8 @@ FILES_NAMES = {
     "noop": "noop",
     "spark parquet": "Spark's parquet sink",
     "eosink data source": "eosink-files, data source",
-    "eosink foreachBatch, spark engine": "eosink-files, foreachBatch, spark engine",
-    "eosink foreachBatch, arrow engine": "eosink-files, foreachBatch, arrow engine",
+    "eosink foreachBatch, spark writer": "eosink-files, foreachBatch, spark writer",
+    "eosink foreachBatch, arrow writer": "eosink-files, foreachBatch, arrow writer",
 }
 DELTA_NAMES = {
     "eosink-delta (data source)": "eosink-delta, data source",
@@ -48,8 +48,8 @@ NOOP = FILES_NAMES["noop"]
 #: Each delta path and the files path it is compared with.
 DELTA_TWINS = {
     "eosink-delta, data source": "eosink-files, data source",
-    "eosink-delta, foreachBatch, spark writer": "eosink-files, foreachBatch, spark engine",
-    "eosink-delta, foreachBatch, arrow writer": "eosink-files, foreachBatch, arrow engine",
+    "eosink-delta, foreachBatch, spark writer": "eosink-files, foreachBatch, spark writer",
+    "eosink-delta, foreachBatch, arrow writer": "eosink-files, foreachBatch, arrow writer",
 }
 
 
@@ -227,8 +227,8 @@ def targets(variants: list[Variant]) -> list[Target]:
 
         checks = [
             (
-                "eosink-files foreachBatch (default engine: spark) vs Spark's sink",
-                vs("eosink-files, foreachBatch, spark engine", spark),
+                "eosink-files foreachBatch (default file writer: spark) vs Spark's sink",
+                vs("eosink-files, foreachBatch, spark writer", spark),
                 1.0,
             ),
             (

@@ -116,10 +116,10 @@ def files_paths(stream: Callable[[], Any], out: Callable[[str], tuple[str, str]]
         print(f"eosink-files not available: {exc}")
         return {}
 
-    def files_foreach(engine: str) -> Callable[[], Any]:
+    def files_foreach(file_writer: str) -> Callable[[], Any]:
         def start() -> Any:
-            target, ckpt = out(f"eosink-files-fb-{engine}")
-            sink = eosink.sink("files", path=target, engine=engine)
+            target, ckpt = out(f"eosink-files-fb-{file_writer}")
+            sink = eosink.sink("files", path=target, file_writer=file_writer)
             writer = eosink.foreach_batch(sink, writer_id="bench")
             return stream().foreachBatch(writer).option("checkpointLocation", ckpt).start()
 

@@ -9,11 +9,11 @@ file per micro-batch) is written, in one Spark session, by:
 * ``noop``: Spark's no-op sink, the cost of producing the rows (the ceiling);
 * ``spark parquet``: Spark's built-in file sink (``format("parquet")``, its manifest log);
 * ``eosink data source``: ``format("eosink-files")`` (needs the ``files`` entry point, i.e.
-  eosink-files installed); rows reach Python as Arrow, the arrow engine writes them;
-* ``eosink foreachBatch, spark engine``: ``foreachBatch(eosink.foreach_batch(...))`` with the
-  default engine, which lets Spark's own writer stage the files;
-* ``eosink foreachBatch, arrow engine``: the same with ``engine="arrow"``;
-* ``..., S3``: the data source and the arrow engine again, writing into a bucket of the
+  eosink-files installed); rows reach Python as Arrow, the arrow file writer writes them;
+* ``eosink foreachBatch, spark writer``: ``foreachBatch(eosink.foreach_batch(...))`` with the
+  default file writer, which lets Spark's own writer stage the files;
+* ``eosink foreachBatch, arrow writer``: the same with ``file_writer="arrow"``;
+* ``..., S3``: the data source and the arrow writer again, writing into a bucket of the
   loopback S3 server (``eosink.testing.s3``, moto in a child process, one mutating request at
   a time), with the ratio to the same sink on local disk (``--no-s3`` leaves them out).
 
@@ -124,12 +124,12 @@ def configs(
         )
     else:
         yield "eosink data source", None
-    for engine in ("spark", "arrow"):
-        yield f"eosink foreachBatch, {engine} engine", lambda engine=engine: base(
-            f"fb-{engine}"
+    for writer in ("spark", "arrow"):
+        yield f"eosink foreachBatch, {writer} writer", lambda writer=writer: base(
+            f"fb-{writer}"
         ).foreachBatch(
             eosink.foreach_batch(
-                FilesSink(path=out(f"fb-{engine}"), engine=engine, partition_by=partition_by),
+                FilesSink(path=out(f"fb-{writer}"), file_writer=writer, partition_by=partition_by),
                 writer_id="bench",
             )
         ).start()
@@ -139,7 +139,7 @@ def configs(
 
 def s3_configs(base, tag: str, has_entry_point: bool, s3: Any):
     """(name, start) of the paths that write into a fresh bucket of the loopback S3 server:
-    the data source and the arrow engine, as :func:`configs` on local disk."""
+    the data source and the arrow writer, as :func:`configs` on local disk."""
     import eosink
     from eosink_files.sink import FilesSink
 
@@ -160,7 +160,7 @@ def s3_configs(base, tag: str, has_entry_point: bool, s3: Any):
             .options(**spark_storage)
             .start()
         )
-    yield "eosink foreachBatch, arrow engine" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
+    yield "eosink foreachBatch, arrow writer" + S3_SUFFIX, lambda: base("fb-s3").foreachBatch(
         eosink.foreach_batch(
             FilesSink(path=f"s3://{bucket}/{tag}-fb", storage_options=storage),
             writer_id="bench",
