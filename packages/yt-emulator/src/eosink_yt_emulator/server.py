@@ -15,7 +15,7 @@ from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Self
 
 from . import yson
-from .faults import Faults, RequestLog
+from .faults import Commands, Faults, RequestLog
 from .http import ProxyHandler
 from .state import EmulatorState, descriptor_list
 
@@ -238,7 +238,7 @@ class RemoteFaults:
 
     def fail_next(
         self,
-        command: str,
+        command: Commands,
         when: str = "before",
         kind: str = "error",
         times: int = 1,
@@ -261,7 +261,7 @@ class RemoteFaults:
 
     def respond_503(
         self,
-        command: str,
+        command: Commands,
         times: int = 1,
         when: str = "before",
         match: dict[str, Any] | None = None,
@@ -269,13 +269,13 @@ class RemoteFaults:
         return self._post("respond_503", command=command, times=times, when=when, match=match)
 
     def lose_reply(
-        self, command: str, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
+        self, command: Commands, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         return self._post("lose_reply", command=command, times=times, when=when, match=match)
 
     def delay(
         self,
-        command: str,
+        command: Commands,
         seconds: float,
         times: int | None = None,
         match: dict[str, Any] | None = None,
@@ -288,7 +288,7 @@ class RemoteFaults:
 
     def on_next(
         self,
-        command: str,
+        command: Commands,
         callback: Callable[[], object],
         match: dict[str, Any] | None = None,
         times: int | None = 1,
