@@ -269,7 +269,11 @@ class RemoteFaults:
         return self._post("respond_503", command=command, times=times, when=when, match=match)
 
     def lose_reply(
-        self, command: Commands, times: int = 1, when: str = "after", match: dict[str, Any] | None = None
+        self,
+        command: Commands,
+        times: int = 1,
+        when: str = "after",
+        match: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         return self._post("lose_reply", command=command, times=times, when=when, match=match)
 
