@@ -9,10 +9,11 @@ to readers until a commit adds it to the Delta log; files of failed attempts sta
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -24,8 +25,39 @@ from eosink_delta.schema import WritePlan
 from eosink_delta.store import filesystem, path_in
 from eosink_delta.table import partition_dir, partition_value
 
-#: Longest string whose min/max go into the stats (Delta's own default prefix is 32).
+#: Delta's writers keep the first 32 characters of a string's bound (``delta.dataSkipping
+#: StringPrefixLength``'s default), and make the max an upper bound again (:func:`truncated_max`).
 STATS_STRING_LIMIT = 32
+#: The tie-breakers Delta's writer appends to a truncated max: the highest ASCII character when
+#: the first character cut off is below it, else the highest code point (the highest in UTF-8
+#: byte order, the order every reader compares strings in).
+ASCII_MAX = "\x7f"
+UNICODE_MAX = "\U0010ffff"
+
+
+def truncated_min(value: str, limit: int = STATS_STRING_LIMIT) -> str:
+    """A lower bound of ``value`` at most ``limit`` characters long: its prefix."""
+    return value[:limit]
+
+
+def truncated_max(value: str, limit: int = STATS_STRING_LIMIT) -> str | None:
+    """An upper bound of ``value`` at most about ``2 * limit`` characters long, as Delta's
+    writer truncates a max: the prefix, extended over highest code points (no character is
+    above them), then a character above the first one cut off. ``None`` (no bound) when
+    ``value`` runs on with highest code points past twice the limit."""
+    if len(value) <= limit:
+        return value
+    end = limit
+    while end <= 2 * limit:
+        if end >= len(value):
+            return value
+        if value[end] == UNICODE_MAX:
+            end += 1
+        elif value[end] < ASCII_MAX:
+            return value[:end] + ASCII_MAX
+        else:
+            return value[:end] + UNICODE_MAX
+    return None
 
 
 @attrs.frozen
@@ -48,7 +80,7 @@ class DeltaMessage:
     rows: int
 
 
-def _stat_value(value: Any, physical: pa.DataType) -> Any:
+def _stat_value(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         # Delta stats hold milliseconds; callers widen min down and max up.
         return value
@@ -74,71 +106,148 @@ def _ms_text(value: dt.datetime, *, up: bool, naive: bool) -> str:
     return text if naive else text + "Z"
 
 
+def _json(value: Any) -> str:
+    if isinstance(value, dict):
+        items = (f"{_json(str(k))}:{_json(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, decimal.Decimal):
+        # Plain digits, never Python's exponent form ("0E-10", "1.000E-7"): delta-rs parses a
+        # decimal bound from the number's text and cannot read an exponent (the bound becomes
+        # null and a filtered read skips the file); a JSON string is not a number at all.
+        return format(value, "f")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def stats_json(stats: dict[str, Any]) -> str:
     """An add action's ``stats`` string, in UTF-8 rather than ``\\u`` escapes: Delta's Rust
     readers (delta-rs, delta-kernel-rs) and DuckDB read an escaped character beyond Unicode's
     BMP (a surrogate pair) back as another one, and a min/max changed that way prunes a file
-    holding the row."""
-    return json.dumps(stats, separators=(",", ":"), ensure_ascii=False)
+    holding the row. Decimal bounds are JSON numbers in plain digits."""
+    return _json(stats)
 
 
-def file_stats(metadata: Any, schema: pa.Schema, rows: int) -> dict[str, Any]:
-    """numRecords, nullCount and (for simple types) minValues/maxValues from Parquet metadata."""
-    nulls: dict[str, int] = {}
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    top = {i: f for i, f in enumerate(schema)}
-    simple = {
-        i
-        for i, f in top.items()
-        if pa.types.is_integer(f.type)
-        or pa.types.is_floating(f.type)
-        or pa.types.is_string(f.type)
-        or pa.types.is_large_string(f.type)
-        or pa.types.is_date(f.type)
-        or pa.types.is_timestamp(f.type)
-        or pa.types.is_decimal(f.type)
-    }
+def _bounded_type(t: pa.DataType) -> bool:
+    """Types whose min/max go into the stats, as delta-rs' writer puts them there."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_boolean(t)
+    )
+
+
+@attrs.define
+class _ColumnStats:
+    """One column's stats, gathered over a file's row groups."""
+
+    nulls: int = 0
+    nulls_known: bool = True
+    lo: Any = None
+    hi: Any = None
+    #: False once a row group holding values has no min/max (a Parquet writer drops those of
+    #: a value over 4 KiB): the other row groups' bounds would be narrower than the file.
+    bounded: bool = True
+
+
+def _gather(metadata: Any, schema: pa.Schema) -> dict[str, _ColumnStats]:
+    columns: dict[str, _ColumnStats] = {}
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for i in range(group.num_columns):
             column = group.column(i)
             name = column.path_in_schema
-            if name not in schema.names or column.statistics is None:
-                continue
+            if name not in schema.names:
+                continue  # a nested column's leaf
+            c = columns.setdefault(name, _ColumnStats())
             s = column.statistics
-            if s.has_null_count:
-                nulls[name] = nulls.get(name, 0) + s.null_count
-            index = schema.get_field_index(name)
-            if index not in simple or not s.has_min_max:
+            if s is None or not s.has_null_count:
+                c.nulls_known = c.bounded = False
                 continue
-            lo, hi = _stat_value(s.min, schema.field(index).type), _stat_value(s.max, None)
+            c.nulls += s.null_count
+            if s.null_count >= group.num_rows:
+                continue  # only nulls: nothing to bound
+            if not s.has_min_max:
+                c.bounded = False
+                continue
+            lo, hi = _stat_value(s.min), _stat_value(s.max)
             if lo is None or hi is None:
-                mins[name] = maxs[name] = None
+                c.bounded = False
                 continue
-            if name in mins and mins[name] is None:
-                continue
-            mins[name] = lo if name not in mins else min(mins[name], lo)
-            maxs[name] = hi if name not in maxs else max(maxs[name], hi)
-    out_min, out_max = {}, {}
-    for name, lo in mins.items():
-        hi = maxs[name]
+            c.lo = lo if c.lo is None else min(c.lo, lo)
+            c.hi = hi if c.hi is None else max(c.hi, hi)
+    return columns
+
+
+def _from_data(column: Any) -> tuple[Any, Any]:
+    import pyarrow.compute as pc
+
+    found = pc.min_max(column)
+    return found["min"].as_py(), found["max"].as_py()
+
+
+def file_stats(
+    metadata: Any,
+    schema: pa.Schema,
+    rows: int,
+    *,
+    missing: tuple[tuple[str, str], ...] = (),
+    read_column: Callable[[str], Any] | None = None,
+) -> dict[str, Any]:
+    """numRecords, nullCount and minValues/maxValues of a Parquet file, from its footer.
+
+    Never narrower than the data: a column with a row group whose footer has no bounds gets
+    its bounds from the data (``read_column``, strings only: a Parquet writer drops the
+    min/max of a value over 4 KiB) or none. Strings are truncated as Delta's writers
+    truncate them, booleans bounded as delta-rs' writer does. ``missing``: the table's
+    columns the file does not hold (name, Delta type as JSON), counted as all null, as
+    delta-rs' writer counts them (no nullCount reads as "unknown", no bound as ``col >=
+    null`` in delta-rs' pyarrow dataset, where a filtered read then skips the file)."""
+    out_min: dict[str, Any] = {}
+    out_max: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for name, c in _gather(metadata, schema).items():
+        if c.nulls_known:
+            nulls[name] = c.nulls
+        t = schema.field(name).type
+        if not _bounded_type(t):
+            continue
+        lo, hi = c.lo, c.hi
+        if not c.bounded:
+            lo = hi = None
+            if read_column is not None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                lo, hi = _from_data(read_column(name))
         if lo is None or hi is None:
             continue
-        if isinstance(lo, str) and (len(lo) > STATS_STRING_LIMIT or len(hi) > STATS_STRING_LIMIT):
-            continue
-        if isinstance(lo, dt.datetime):
-            naive = schema.field(name).type.tz is None
+        if isinstance(lo, str):
+            lo, hi = truncated_min(lo), truncated_max(hi)
+        elif isinstance(lo, dt.datetime):
+            naive = t.tz is None
             lo, hi = _ms_text(lo, up=False, naive=naive), _ms_text(hi, up=True, naive=naive)
-        elif not isinstance(lo, (int, float, str)):
-            lo, hi = str(lo), str(hi)
-        out_min[name], out_max[name] = lo, hi
+        out_min[name] = lo
+        if hi is not None:
+            out_max[name] = hi
+    for name, type_json in missing:
+        nulls[name] = _all_null(json.loads(type_json), rows)
     stats: dict[str, Any] = {"numRecords": rows}
     if out_min:
-        stats["minValues"], stats["maxValues"] = out_min, out_max
+        stats["minValues"] = out_min
+    if out_max:
+        stats["maxValues"] = out_max
     if nulls:
         stats["nullCount"] = nulls
     return stats
+
+
+def _all_null(type_: Any, rows: int) -> Any:
+    """The nullCount of a column the file lacks (``type_`` its Delta type): every row, in each
+    field of a struct."""
+    if isinstance(type_, dict) and type_.get("type") == "struct":
+        return {f["name"]: _all_null(f["type"], rows) for f in type_.get("fields", [])}
+    return rows
 
 
 @attrs.define
@@ -229,9 +338,18 @@ class PartitionWriter:
         f.writer.close()
         size = f.stream.tell()
         f.stream.close()
-        stats = {"numRecords": f.rows}
+        stats: dict[str, Any] = {"numRecords": f.rows}
         if self.stats:
-            stats = file_stats(f.writer.writer.metadata, self.plan.data_schema, f.rows)
+            path = path_in(self.base, f.relative)
+            stats = file_stats(
+                f.writer.writer.metadata,
+                self.plan.data_schema,
+                f.rows,
+                missing=self.plan.missing,
+                read_column=lambda name: pq.read_table(
+                    self.fs.open_input_file(path), columns=[name]
+                ).column(name),
+            )
         return DeltaFile(
             path=f.relative,
             size=size,

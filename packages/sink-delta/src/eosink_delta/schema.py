@@ -102,6 +102,9 @@ class WritePlan:
     #: The partition columns in the table's types: a value is named as the table holds it (a
     #: float stream's 0.1 in a double table is the double 0.10000000149011612, as in the data).
     partition_schema: pa.Schema = attrs.field(factory=lambda: pa.schema([]))
+    #: The table's data columns the stream lacks, written as null (name, Delta type as JSON):
+    #: the files' stats count them as null.
+    missing: tuple[tuple[str, str], ...] = ()
 
     def partition_keys(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The batch's partition columns, cast to the table's types."""

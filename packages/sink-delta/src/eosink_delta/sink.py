@@ -28,6 +28,7 @@ details from the history, ``abort``.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -204,10 +205,17 @@ class DeltaSink(DeltaOperatorHooks, Sink):
                 for c in partition_by
             ]
         )
+        missing = tuple(
+            (n, json.dumps(f["type"]))
+            for n, f in fields.items()
+            if n not in stream.names and n not in partition_by
+        )
         return DeltaState(
             attempt=uuid.uuid4().hex,
             read_version=view.version,
-            plan=WritePlan(data_schema=data, not_null=not_null, partition_schema=keys),
+            plan=WritePlan(
+                data_schema=data, not_null=not_null, partition_schema=keys, missing=missing
+            ),
             partition_by=partition_by,
             table_schema=view.schema_string,
         )

@@ -159,9 +159,16 @@ def _described(
     path = os.path.join(uri, relative)
     metadata = pq.read_metadata(path)
     rows = metadata.num_rows
-    stats = {"numRecords": rows}
+    stats: dict[str, Any] = {"numRecords": rows}
     if options.stats:
-        stats = file_stats(metadata, plan.data_schema, rows)
+        stats = file_stats(
+            metadata,
+            plan.data_schema,
+            rows,
+            missing=plan.missing,
+            # parquet-mr drops the min/max of a value over 4 KiB too
+            read_column=lambda name: pq.read_table(path, columns=[name]).column(name),
+        )
     st = os.stat(path)
     return DeltaFile(
         path=relative,

@@ -1,0 +1,191 @@
+"""File stats are never narrower than the data, and every reader's filtered read finds the rows.
+
+Readers skip a file by its add action's ``minValues``/``maxValues``/``nullCount``: a bound
+narrower than the file's values loses rows, and so (in delta-rs' pyarrow dataset, which turns an
+absent bound into ``col >= null``) does a bound left out for a column the reader indexes. Each
+case is read back with a filter through delta-rs' SQL, delta-rs' pyarrow dataset
+(``to_pyarrow_table(filters=...)``), delta-kernel-rs (polars) and DuckDB's delta extension.
+"""
+
+from __future__ import annotations
+
+import decimal
+import glob
+import json
+import os
+from typing import Any
+
+import duckdb
+import duckdb_extension_delta
+import polars_deltalake
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+from delta_helpers import QUERY, log_actions, run
+from eosink_delta.sink import DeltaSink
+
+from eosink.model import BatchContext
+from eosink.protocol import run_batch
+from eosink.testing.local import LocalRunner
+
+
+def _sql_count(path: str, where: str) -> int:
+    query = QueryBuilder().register("t", DeltaTable(path))
+    return pa.table(query.execute(f"select * from t where {where}").read_all()).num_rows
+
+
+def _kernel_count(path: str, where: str) -> int:
+    return polars_deltalake.scan_delta(path).sql(f"select * from self where {where}").collect().height
+
+
+def _duckdb_count(path: str, where: str) -> int:
+    extension = glob.glob(
+        os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "**", "*.duckdb_extension"),
+        recursive=True,
+    )[0]
+    con = duckdb.connect()
+    con.execute(f"LOAD '{extension}'")
+    return len(con.execute(f"select * from delta_scan('{path}') where {where}").fetchall())
+
+
+def found(path: str, where: str, dataset_filter: tuple[str, str, Any]) -> dict[str, int]:
+    """The rows each reader returns for the filter (SQL ``where``; the same as a dataset
+    filter tuple for delta-rs' pyarrow dataset)."""
+    return {
+        "delta-rs sql": _sql_count(path, where),
+        "delta-rs dataset": DeltaTable(path).to_pyarrow_table(filters=[dataset_filter]).num_rows,
+        "delta-kernel-rs": _kernel_count(path, where),
+        "duckdb": _duckdb_count(path, where),
+    }
+
+
+def every(n: int) -> dict[str, int]:
+    return dict.fromkeys(["delta-rs sql", "delta-rs dataset", "delta-kernel-rs", "duckdb"], n)
+
+
+def stats_of(path: str) -> list[dict[str, Any]]:
+    return [json.loads(a["add"]["stats"]) for _, a in log_actions(path) if "add" in a]
+
+
+def one_task(sink: DeltaSink, batches: list[pa.RecordBatch], batch_id: int = 0) -> str:
+    """One batch whose single task writes ``batches`` (each its own row group when the
+    sink's ``row_group_rows`` is 1)."""
+    ctx = BatchContext(
+        sink="delta",
+        writer_id="w",
+        batch_id=batch_id,
+        kind="stream",
+        mode="append",
+        query_id=QUERY,
+        checkpoint=f"/ckpt/{QUERY}",
+    )
+    return run_batch(sink, ctx, batches[0].schema, LocalRunner([batches])).status
+
+
+BIG = "z" * 5000  # over the 4 KiB beyond which Parquet writers drop a chunk's min/max
+
+
+def test_a_row_group_without_bounds_leaves_no_narrower_file_bound(tmp_path):
+    """Finding: the row group holding a value over 4 KiB has no min/max in the footer; the
+    file's bound must not be the other row groups' alone."""
+    path = str(tmp_path / "t")
+    first = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "s": pa.array(["a", "b"])})
+    second = pa.record_batch({"id": pa.array([3], pa.int64()), "s": pa.array([BIG])})
+    assert one_task(DeltaSink(path=path, row_group_rows=1), [first, second]) == "committed"
+    (stats,) = stats_of(path)
+    assert stats["minValues"]["s"] <= "a" and stats["maxValues"]["s"] >= BIG
+    assert found(path, f"s = '{BIG}'", ("s", "=", BIG)) == every(1)
+    assert found(path, "s = 'b'", ("s", "=", "b")) == every(1)
+
+
+def test_a_single_value_over_4_kib_is_still_bounded(tmp_path):
+    """The only row group lost its min/max: the bounds come from the data, truncated."""
+    path = str(tmp_path / "t")
+    batch = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "s": pa.array(["a", BIG])})
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    (stats,) = stats_of(path)
+    assert stats["minValues"]["s"] == "a"
+    assert len(stats["maxValues"]["s"]) <= 64 and stats["maxValues"]["s"] >= BIG
+    assert found(path, f"s = '{BIG}'", ("s", "=", BIG)) == every(1)
+
+
+LONG = ["x" * 40, "y" * 50 + "\U0001f600", "\U0010ffff" * 3 + "a" * 40]
+
+
+def test_booleans_and_long_strings_have_bounds_readers_use(tmp_path):
+    path = str(tmp_path / "t")
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "flag": pa.array([True, False, None]),
+            "long": pa.array(LONG),
+        }
+    )
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    (stats,) = stats_of(path)
+    assert stats["minValues"]["flag"] is False and stats["maxValues"]["flag"] is True
+    assert stats["nullCount"]["flag"] == 1
+    assert found(path, "flag = true", ("flag", "=", True)) == every(1)
+    assert found(path, "flag = false", ("flag", "=", False)) == every(1)
+    for value in LONG:
+        assert found(path, f"long = '{value}'", ("long", "=", value)) == every(1)
+
+
+def test_a_table_column_the_stream_lacks_is_counted_as_null(tmp_path):
+    path = str(tmp_path / "t")
+    wide = pa.record_batch({"id": pa.array([1], pa.int64()), "extra": pa.array(["e"])})
+    narrow = pa.record_batch({"id": pa.array([2, 3, 4, 5, 6], pa.int64())})
+    sink = DeltaSink(path=path)
+    assert run(sink, 0, [wide]).status == "committed"
+    assert run(sink, 1, [narrow]).status == "committed"
+    assert stats_of(path)[-1]["nullCount"]["extra"] == 5
+    assert found(path, "extra is null", ("extra", "=", None))["delta-rs sql"] == 5
+    counts = found(path, "extra = 'e'", ("extra", "=", "e"))
+    assert counts == every(1)
+    assert DeltaTable(path).to_pyarrow_table(filters=[("id", ">", 1)]).num_rows == 5
+    assert _sql_count(path, "extra is null") == _kernel_count(path, "extra is null") == 5
+
+
+@pytest.mark.parametrize(
+    "values, precision, scale",
+    [
+        (["0", "0.0000001", "-0.0000001"], 20, 10),
+        (["12345678901234567.89", "-12345678901234567.89", "1E+3"], 38, 2),
+    ],
+)
+def test_decimal_bounds_are_plain_numbers_readers_parse(tmp_path, values, precision, scale):
+    path = str(tmp_path / "t")
+    decimals = [decimal.Decimal(v) for v in values]
+    batch = pa.record_batch(
+        {
+            "id": pa.array(range(len(values)), pa.int64()),
+            "d": pa.array(decimals, pa.decimal128(precision, scale)),
+        }
+    )
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    (add,) = [a["add"] for _, a in log_actions(path) if "add" in a]
+    assert "E" not in add["stats"] and '"d":"' not in add["stats"]
+    for value in decimals:
+        text = format(value.quantize(decimal.Decimal(1).scaleb(-scale)), "f")
+        where = f"d = cast('{text}' as decimal({precision}, {scale}))"  # a float literal is not
+        assert found(path, where, ("d", "=", value)) == every(1), value
+
+
+@pytest.mark.parametrize(
+    "value, limit, lower, upper",
+    [
+        ("abc", 32, "abc", "abc"),
+        ("a" * 40, 32, "a" * 32, "a" * 32 + "\x7f"),
+        ("a" * 32 + "é" + "b", 32, "a" * 32, "a" * 32 + "\U0010ffff"),
+        ("a" * 31 + "\U0010ffff" * 3 + "b", 32, "a" * 31 + "\U0010ffff", "a" * 31 + "\U0010ffff" * 3 + "\x7f"),
+        ("\U0010ffff" * 70, 32, "\U0010ffff" * 32, None),
+    ],
+)
+def test_string_bounds_are_truncated_as_deltas_writer_does(value, limit, lower, upper):
+    from eosink_delta.parquet import truncated_max, truncated_min
+
+    assert truncated_min(value, limit) == lower
+    assert truncated_max(value, limit) == upper
+    assert truncated_min(value, limit) <= value
+    if upper is not None:
+        assert upper >= value
