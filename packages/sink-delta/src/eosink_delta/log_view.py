@@ -59,8 +59,10 @@ def checkpoint_paths(version: int, parts: int | None) -> list[str]:
 
 
 def parse_commit(data: bytes) -> list[dict[str, Any]]:
-    """A commit file's actions (newline-delimited JSON)."""
-    return [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    """A commit file's actions (newline-delimited JSON), split on ``\\n`` only: ``str.splitlines``
+    also splits on U+2028, U+2029, U+0085 and other breaks, which Delta's writers (eosink's,
+    delta-rs') write raw inside a value's JSON string."""
+    return [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
 
 
 def _normalized(action: dict[str, Any] | None) -> dict[str, Any] | None:
