@@ -4,8 +4,10 @@ with a long history as on a new one.
 A stream commits once per batch for months, so the driver's per-batch work must not grow with
 the table's files or its log. On an object store that shows in requests, which do not depend on
 the machine's load: after the first batch (which opens the table), ``is_committed`` + ``commit``
-of a one-file batch ask for at most 4 things (a HEAD of the view's commit, a GET of the next,
-a HEAD of the batch's file, the conditional PUT of the commit), and never list ``_delta_log``.
+of a one-file batch ask for at most 5 things (a HEAD of the view's commit, a GET of the next,
+a HEAD of the batch's file, a HEAD of the view's commit again right before the commit: log
+cleanup may have freed version numbers below a new checkpoint while the batch ran; the
+conditional PUT of the commit), and never list ``_delta_log``.
 """
 
 from __future__ import annotations
@@ -97,9 +99,9 @@ def long_history(s3_bucket: S3Bucket, tmp_path) -> int:
     return 150
 
 
-def test_a_batch_asks_s3_for_at_most_four_things_and_never_lists(s3_bucket, s3_faults):
+def test_a_batch_asks_s3_for_at_most_five_things_and_never_lists(s3_bucket, s3_faults):
     for requests in batch_requests(s3_bucket, s3_faults, 0, 4):
-        assert sum(requests.values()) <= 4, requests
+        assert sum(requests.values()) <= 5, requests
         assert requests["LIST"] == 0, requests
 
 
@@ -108,7 +110,7 @@ def test_a_long_history_costs_a_batch_no_more_requests(s3_bucket, s3_faults, lon
     check reads no commit it read before, and nothing lists the log."""
     long = batch_requests(s3_bucket, s3_faults, long_history, 4)
     for requests in long:
-        assert sum(requests.values()) <= 4, requests
+        assert sum(requests.values()) <= 5, requests
         assert requests["LIST"] == 0, requests
     new_bucket = S3Bucket(s3_bucket.endpoint, s3_bucket.endpoint.create_bucket())
     assert long == batch_requests(new_bucket, s3_faults, 0, 4)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from eosink.plugin import AlreadyCommitted, BatchContext, Proof
+from eosink.plugin import AlreadyCommitted, BatchContext, Proof, SinkError
 from eosink.logs import get_logger
 from eosink_delta.log_view import LogView, TableLog, commit_path
 from eosink_delta.store import delta_options
@@ -106,6 +106,11 @@ def publish(
 ) -> int:
     """Create the commit at the version after ``view``'s; the version it got.
 
+    First the view's own commit must still be in the log (one HEAD): if log cleanup removed
+    it while the batch ran, the version numbers after it may be free again below the newest
+    checkpoint, and the view is read anew from that checkpoint (a commit never lands at or
+    below it, where no reader would replay it).
+
     Another commit at that version: the view reads the commits it missed (each once). One of
     them made by this attempt (an answer lost on the way, the request retried) means ours is
     in; this writer's txn at or past the batch means another attempt committed it
@@ -118,6 +123,20 @@ def publish(
 
     body = encode(commit)
     while True:
+        if not table_log.kept_past(view):
+            # The batch ran longer than delta.logRetentionDuration while other writers
+            # committed, checkpointed and cleaned the log up: the view's next version number
+            # may be one the cleanup freed, below the newest checkpoint, where no reader
+            # would see our commit. Read the table anew from that checkpoint.
+            log.info("delta.log_view_reopened", table=table_log.uri, version=view.version)
+            newer = table_log.reopen(view)
+            if view.version < 0:
+                raise SinkError(
+                    f"{ctx.label}: the Delta table at {table_log.uri} has no log any more; "
+                    "the batch is not committed and will be written again when the query "
+                    "restarts"
+                )
+            _decide(view, ctx, newer, attempt, revalidate, changed=True)
         version = view.version + 1
         try:
             obstore.put(table_log.store, table_log.key(commit_path(version)), body, mode="create")
@@ -134,17 +153,35 @@ def publish(
             view.apply(version, commit)
             return version
         newer = table_log.advance(view)
-        if any(_attempt_of(c) == attempt for _, c in newer):
-            log.info("delta.commit_found_landed", writer=ctx.writer_id, batch=ctx.batch_id)
-            return next(v for v, c in newer if _attempt_of(c) == attempt)
-        last = view.txns.get(ctx.writer_id)
-        if last is not None and last >= ctx.batch_id:
-            raise AlreadyCommitted(
-                f"{ctx.label}: a concurrent commit of this writer won (its txn is at {last})"
-            )
-        if any(_changes_table(c) for _, c in newer):
-            revalidate(view)
+        landed_at = _decide(view, ctx, newer, attempt, revalidate)
+        if landed_at is not None:
+            return landed_at
         log.debug("delta.commit_retried", writer=ctx.writer_id, version=view.version + 1)
+
+
+def _decide(
+    view: LogView,
+    ctx: BatchContext,
+    newer: list[tuple[int, list[dict[str, Any]]]],
+    attempt: str,
+    revalidate: Callable[[LogView], None],
+    *,
+    changed: bool = False,
+) -> int | None:
+    """The commits ``newer`` the view read: the version of ours among them, or ``None`` to
+    try the next version; :class:`AlreadyCommitted` when another attempt of this batch
+    committed it. ``changed``: the table's schema and protocol are checked again anyway."""
+    if any(_attempt_of(c) == attempt for _, c in newer):
+        log.info("delta.commit_found_landed", writer=ctx.writer_id, batch=ctx.batch_id)
+        return next(v for v, c in newer if _attempt_of(c) == attempt)
+    last = view.txns.get(ctx.writer_id)
+    if last is not None and last >= ctx.batch_id:
+        raise AlreadyCommitted(
+            f"{ctx.label}: a concurrent commit of this writer won (its txn is at {last})"
+        )
+    if changed or any(_changes_table(c) for _, c in newer):
+        revalidate(view)
+    return None
 
 
 def _read_quietly(table_log: TableLog, version: int) -> list[dict[str, Any]] | None:

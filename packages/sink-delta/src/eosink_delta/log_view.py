@@ -98,6 +98,11 @@ class LogView:
     def schema_string(self) -> str:
         return str(self.metadata.get("schemaString", ""))
 
+    def take(self, other: LogView) -> None:
+        """Become ``other`` (a view read anew), in place: the view is shared by reference."""
+        self.version, self.txns = other.version, dict(other.txns)
+        self.metadata, self.protocol = dict(other.metadata), dict(other.protocol)
+
     def apply(self, version: int, actions: list[dict[str, Any]]) -> None:
         """Move the view to ``version`` by that commit's actions (which must follow it)."""
         if version != self.version + 1:
@@ -198,6 +203,23 @@ class TableLog:
                 return applied
             view.apply(view.version + 1, actions)
             applied.append((view.version, actions))
+
+    def kept_past(self, view: LogView) -> bool:
+        """Whether the log still holds the view's own commit (one HEAD).
+
+        Log cleanup deletes expired commits from the oldest up to a checkpoint, so while the
+        view's commit is there, so is every commit after it: the next version number is free
+        only if no writer has taken it. Once it is gone, the table has a newer checkpoint and
+        the numbers the cleanup freed lie below it."""
+        return view.version < 0 or self.exists(commit_path(view.version))
+
+    def reopen(self, view: LogView) -> list[tuple[int, list[dict[str, Any]]]]:
+        """Read ``view`` anew from the newest checkpoint and the commits after it (in place);
+        like :meth:`advance`, the commits read after the checkpoint."""
+        start = self._from_checkpoint()
+        fresh = start if start is not None else LogView(version=-1)
+        view.take(fresh)
+        return self.advance(view)
 
     def _from_checkpoint(self) -> LogView | None:
         """The view at the last checkpoint, or ``None`` when the table has none."""
