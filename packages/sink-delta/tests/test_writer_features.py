@@ -149,3 +149,49 @@ def test_a_protocol_change_committed_during_the_batch_is_checked_at_commit(tmp_p
         set_crash_handler(None)
     assert not os.path.exists(commit_file(path, 3))
     assert DeltaTable(path).transaction_version("w") == 0
+
+
+def _generated_and_invariant_tables(tmp_path) -> dict[str, tuple[str, pa.RecordBatch]]:
+    """A table with a generated column (``g = id * 2``) and one with an invariant (``x > 0``),
+    as delta-rs creates them, each with a batch that breaks the rule."""
+    from deltalake import Field, Schema
+
+    generated = str(tmp_path / "generated")
+    DeltaTable.create(
+        generated,
+        Schema(
+            [
+                Field("id", "long"),
+                Field("g", "long", metadata={"delta.generationExpression": "id * 2"}),
+            ]
+        ),
+    )
+    invariant = str(tmp_path / "invariant")
+    rule = json.dumps({"expression": {"expression": "x > 0"}})
+    DeltaTable.create(
+        invariant,
+        Schema([Field("id", "long"), Field("x", "long", metadata={"delta.invariants": rule})]),
+    )
+    return {
+        "generatedColumns": (
+            generated,
+            pa.record_batch({"id": pa.array([1], pa.int64()), "g": pa.array([777], pa.int64())}),
+        ),
+        "invariants": (
+            invariant,
+            pa.record_batch({"id": pa.array([1], pa.int64()), "x": pa.array([-5], pa.int64())}),
+        ),
+    }
+
+
+@pytest.mark.parametrize("mode", ["append", "complete"])
+@pytest.mark.parametrize("feature", ["generatedColumns", "invariants"])
+def test_both_modes_refuse_a_feature_in_use_before_the_write(tmp_path, mode, feature):
+    """Complete mode (delta-rs' commit) refuses what the append path refuses, by name and
+    before any file is written, not after the write as a race with another writer."""
+    path, batch = _generated_and_invariant_tables(tmp_path)[feature]
+    with pytest.raises(ConfigurationError, match=f"writer feature '{feature}' in use"):
+        run(DeltaSink(path=path), 0, [batch], mode=mode)
+    assert DeltaTable(path).version() == 0
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 0
+    assert not [n for n in os.listdir(path) if n.endswith(".parquet")]

@@ -18,7 +18,9 @@ from eosink_delta.proof import ATTEMPT_KEY, PROOF_KEY, last_version
 from eosink_delta.schema import check_schema, delta_fields, fields_of
 from eosink_delta.snapshot import latest
 from eosink_delta.store import existence
-from eosink_delta.table import post_commit_hooks
+from eosink_delta.log_view import LogView
+from eosink_delta.table import check_table_features, post_commit_hooks
+from eosink_delta.writer_features import check_blind_append
 
 if TYPE_CHECKING:
     from eosink_delta.sink import DeltaState
@@ -125,7 +127,31 @@ def _lost(uri: str, storage: dict[str, Any], ctx: BatchContext, exc: Exception) 
     ) from exc
 
 
+def view_of(table: Any) -> LogView:
+    """The delta-rs snapshot ``table`` as a :class:`LogView` (for the feature checks)."""
+    protocol = table.protocol()
+    return LogView(
+        version=table.version(),
+        metadata={
+            "schemaString": table.schema().to_json(),
+            "configuration": dict(table.metadata().configuration or {}),
+            "partitionColumns": list(table.metadata().partition_columns),
+        },
+        protocol={
+            "minReaderVersion": protocol.min_reader_version,
+            "minWriterVersion": protocol.min_writer_version,
+            "readerFeatures": protocol.reader_features,
+            "writerFeatures": protocol.writer_features,
+        },
+    )
+
+
 def _check_still_compatible(uri: str, table: Any, state: DeltaState) -> None:
+    """The batch still fits the snapshot it is committed on: the table's features (another
+    writer may have added an invariant or a generated column since init) and its schema."""
+    view = view_of(table)
+    check_table_features(uri, view.configuration, engine="delta-rs", mode="complete")
+    check_blind_append(uri, view)
     current = delta_fields(table.schema())
     if current == fields_of(state.table_schema):
         return

@@ -221,11 +221,11 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         )
 
     def _check_features(self, ctx: BatchContext, view: LogView) -> None:
-        """The table's features against what this batch's commit writes: a blind append
-        (``append``) is eosink's own commit; ``complete`` is delta-rs'."""
+        """The table's features against what this batch's commit writes, the same in both
+        modes: a blind append (``append``) is eosink's own commit; ``complete`` is delta-rs',
+        which does not enforce generated columns or invariants on the files it adds either."""
         check_table_features(self.uri, view.configuration, engine="delta-rs", mode=ctx.mode)
-        if ctx.mode != "complete":
-            check_blind_append(self.uri, view)
+        check_blind_append(self.uri, view)
 
     def _check_new_partitions(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
         missing = [c for c in wanted if c not in stream.names]

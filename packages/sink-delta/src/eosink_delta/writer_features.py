@@ -133,7 +133,8 @@ def check_blind_append(uri: str, view: LogView) -> None:
         raise ConfigurationError(
             f"sink 'delta': the table at {uri} needs what eosink's Delta commit does not write: "
             f"{'; '.join(problems)}. eosink commits blind appends (add actions, a txn, a "
-            "commitInfo) and refuses a table where that would break a feature. Write to a "
+            "commitInfo; complete mode through delta-rs, which does not enforce these "
+            "either) and refuses a table where that would break a feature. Write to a "
             "table without it, or use engine='delta-spark' on a Spark with Delta. Nothing was "
             "written."
         )
