@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import CommitProperties, Transaction
@@ -152,3 +154,41 @@ def test_bad_options():
 def test_unknown_file_writer(tmp_path):
     with pytest.raises(ConfigurationError, match="file_writer 'jvm' is unknown"):
         DeltaSink(path=str(tmp_path / "t"), file_writer="jvm")
+
+
+@pytest.mark.parametrize(
+    "arrow, delta", [(pa.uint8(), "byte"), (pa.uint16(), "short"), (pa.uint32(), "integer")]
+)
+def test_unsigned_integers_become_delta_rs_signed_types_with_their_values(path, arrow, delta):
+    """Delta has no unsigned integers: delta-rs maps uintN to the signed type of its width
+    and casts the values, checked; so does the sink (the file holds the signed type)."""
+    top = 2 ** (arrow.bit_width - 1) - 1
+    batch = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "u": pa.array([0, top], arrow)})
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    table = DeltaTable(path)
+    assert json.loads(table.schema().to_json())["fields"][1]["type"] == delta
+    assert sorted(table.to_pyarrow_table().column("u").to_pylist()) == [0, top]
+    assert table.to_pyarrow_table(filters=[("u", "=", top)]).num_rows == 1
+    (name,) = [n for n in os.listdir(path) if n.endswith(".parquet")]
+    signed = pa.int8() if delta == "byte" else pa.int16() if delta == "short" else pa.int32()
+    assert pq.read_schema(os.path.join(path, name)).field("u").type == signed
+
+
+@pytest.mark.parametrize(
+    "arrow, value", [(pa.uint8(), 255), (pa.uint32(), 2**32 - 1), (pa.uint64(), 2**64 - 1)]
+)
+def test_unsigned_values_beyond_the_signed_type_are_refused(path, arrow, value):
+    """uint64 2**64 - 1 must not wrap to -1 (nor uint8 255 to -1): the batch fails, naming the
+    column and the fix, and nothing is committed."""
+    batch = pa.record_batch({"id": pa.array([1, 2], pa.int64()), "u": pa.array([1, value], arrow)})
+    with pytest.raises(ConfigurationError, match="column 'u'.*cast it in the query"):
+        run(DeltaSink(path=path), 0, [batch])
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 0
+    assert DeltaTable(path).transaction_version("w") is None
+
+
+def test_unsigned_values_widen_into_a_wider_table_column(path):
+    DeltaTable.create(path, pa.schema([("id", pa.int64()), ("u", pa.int64())]))
+    batch = pa.record_batch({"id": pa.array([1], pa.int64()), "u": pa.array([2**32 - 1], pa.uint32())})
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    assert DeltaTable(path).to_pyarrow_table().column("u").to_pylist() == [2**32 - 1]

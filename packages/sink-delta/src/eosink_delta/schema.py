@@ -35,11 +35,17 @@ ARROW_OF = {
     "double": pa.float64(),
 }
 
+SIGNED_OF = {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
+
 
 def normalize_type(t: pa.DataType) -> pa.DataType:
     """The Arrow type Delta accepts for ``t``: UTC microsecond timestamps, plain strings."""
     if pa.types.is_timestamp(t):
         return pa.timestamp("us", tz="UTC" if t.tz is not None else None)
+    if pa.types.is_unsigned_integer(t):
+        # Delta has no unsigned integers: delta-rs maps uintN to the signed type of its width
+        # and casts the values, checked (a value beyond it fails: see WritePlan.prepare).
+        return SIGNED_OF[t.bit_width]
     if pa.types.is_dictionary(t):
         return normalize_type(t.value_type)
     if pa.types.is_string_view(t):
@@ -108,25 +114,32 @@ class WritePlan:
 
     def partition_keys(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The batch's partition columns, cast to the table's types."""
-        columns = []
-        for field in self.partition_schema:
-            column = batch.column(field.name)
-            if column.type != field.type:
-                column = column.cast(field.type)
-            columns.append(column)
+        columns = [_cast(batch.column(f.name), f) for f in self.partition_schema]
         return pa.RecordBatch.from_arrays(columns, schema=self.partition_schema)
 
     def prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        columns = []
-        for field in self.data_schema:
-            column = batch.column(field.name)
-            if column.type != field.type:
-                column = column.cast(field.type)
-            columns.append(column)
+        columns = [_cast(batch.column(f.name), f) for f in self.data_schema]
         for name in self.not_null:
             if name in batch.schema.names and batch.column(name).null_count:
                 raise not_null_error(name)
         return pa.RecordBatch.from_arrays(columns, schema=self.data_schema)
+
+
+def _cast(column: pa.Array, field: pa.Field) -> pa.Array:
+    """``column`` in the table's type: a lossless widening, or an unsigned integer as the signed
+    type delta-rs gives it, checked (a value beyond it is an error, never a wrapped number)."""
+    if column.type == field.type:
+        return column
+    try:
+        return column.cast(field.type)
+    except pa.ArrowInvalid as exc:
+        raise ConfigurationError(
+            f"sink 'delta': column {field.name!r} ({column.type}) holds a value the table's "
+            f"{field.type} cannot hold ({exc}); Delta has no unsigned integers, so delta-rs and "
+            "this sink store uintN as the signed type of its width: cast it in the query to a "
+            "wider type (e.g. long, or decimal(20,0) for uint64). Nothing of this batch was "
+            "committed."
+        ) from None
 
 
 def not_null_error(name: str) -> ConfigurationError:
