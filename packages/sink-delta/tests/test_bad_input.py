@@ -189,6 +189,8 @@ def test_unsigned_values_beyond_the_signed_type_are_refused(path, arrow, value):
 
 def test_unsigned_values_widen_into_a_wider_table_column(path):
     DeltaTable.create(path, pa.schema([("id", pa.int64()), ("u", pa.int64())]))
-    batch = pa.record_batch({"id": pa.array([1], pa.int64()), "u": pa.array([2**32 - 1], pa.uint32())})
+    batch = pa.record_batch(
+        {"id": pa.array([1], pa.int64()), "u": pa.array([2**32 - 1], pa.uint32())}
+    )
     assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
     assert DeltaTable(path).to_pyarrow_table().column("u").to_pylist() == [2**32 - 1]

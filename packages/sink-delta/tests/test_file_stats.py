@@ -35,7 +35,9 @@ def _sql_count(path: str, where: str) -> int:
 
 
 def _kernel_count(path: str, where: str) -> int:
-    return polars_deltalake.scan_delta(path).sql(f"select * from self where {where}").collect().height
+    return (
+        polars_deltalake.scan_delta(path).sql(f"select * from self where {where}").collect().height
+    )
 
 
 def _duckdb_count(path: str, where: str) -> int:
@@ -177,7 +179,12 @@ def test_decimal_bounds_are_plain_numbers_readers_parse(tmp_path, values, precis
         ("abc", 32, "abc", "abc"),
         ("a" * 40, 32, "a" * 32, "a" * 32 + "\x7f"),
         ("a" * 32 + "é" + "b", 32, "a" * 32, "a" * 32 + "\U0010ffff"),
-        ("a" * 31 + "\U0010ffff" * 3 + "b", 32, "a" * 31 + "\U0010ffff", "a" * 31 + "\U0010ffff" * 3 + "\x7f"),
+        (
+            "a" * 31 + "\U0010ffff" * 3 + "b",
+            32,
+            "a" * 31 + "\U0010ffff",
+            "a" * 31 + "\U0010ffff" * 3 + "\x7f",
+        ),
         ("\U0010ffff" * 70, 32, "\U0010ffff" * 32, None),
     ],
 )

@@ -195,3 +195,31 @@ def test_a_string_beyond_the_bmp_is_found_through_the_stats(spark, tmp_path):
     query = QueryBuilder().register("t", DeltaTable(path))
     found = query.execute(f"select id from t where s = '{far}'").read_all()
     assert found.column("id").to_pylist() == [1]
+
+
+def test_stats_of_spark_written_files_bound_every_value(spark, tmp_path):
+    """parquet-mr drops the min/max of a column chunk holding a value over 4 KiB: the bounds
+    then come from the file's data (truncated as Delta's writers truncate them), never from
+    the other values alone; booleans and long strings are bounded as delta-rs bounds them."""
+    path = str(tmp_path / "table")
+    big = "z" * 5000
+    df = spark.createDataFrame(
+        [(1, "a", True, "x" * 40), (2, big, False, "y" * 50)],
+        "id int, s string, b boolean, l string",
+    ).coalesce(1)
+    sink = eosink.sink("delta", path=path, file_writer="spark")
+    (outcome,) = eosink.write_batch(df, sink, writer_id="job", version=1)
+    assert outcome.status == "committed"
+    assert spark_wrote(path) == {True}
+    (add,) = [a["add"] for _v, a in log_actions(path) if "add" in a]
+    stats = json.loads(add["stats"])
+    assert stats["minValues"]["s"] == "a" and stats["maxValues"]["s"] >= big
+    assert (stats["minValues"]["b"], stats["maxValues"]["b"]) == (False, True)
+    table = DeltaTable(path)
+    for column, value in [("s", big), ("b", True), ("l", "y" * 50)]:
+        assert table.to_pyarrow_table(filters=[(column, "=", value)]).num_rows == 1, column
+    from deltalake import QueryBuilder
+
+    query = QueryBuilder().register("t", table)
+    found = query.execute(f"select id from t where s = '{big}'").read_all()
+    assert pa.table(found).column("id").to_pylist() == [2]
