@@ -14,7 +14,8 @@
   view of the log kept between batches (:mod:`eosink_files.log_view`).
 * ``target_status``, ``verify_target``, ``cleanup_target`` (``eosink status|verify|cleanup``)
   are inherited from :mod:`eosink_files.operator_hooks`.
-* ``abort`` removes the attempt's files unless the log lists them.
+* ``abort`` removes the attempt's files only when it is sure no log file lists them
+  (:func:`_maybe_published`); otherwise they stay for ``eosink cleanup``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from eosink_files.log_view import LogView, view_of
 from eosink_files.manifest_commit import ManifestCommit
 from eosink_files.operator_hooks import FilesOperatorHooks
 from eosink_files.options import FilesOptions
-from eosink_files.proof import proof_of
+from eosink_files.proof import ProofEntry, proof_of
 from eosink_files.spark_process import in_spark_application
 from eosink_files.store import Store, open_store
 from eosink_files.writers import PartitionWriter, WrittenFile, unsupported_partition_type
@@ -45,6 +46,29 @@ log = get_logger("eosink.files")
 #: Spark's log reads only names that are numbers (and ``.compact``), so it never reads it.
 FOLDER_MARKER = ".eosink-files"
 FOLDER_MARKER_TEXT = b"A folder written by eosink-files: Spark reads the files its log lists.\n"
+
+
+def _maybe_published(proofs: list[ProofEntry], ctx: BatchContext, attempt: str) -> str | None:
+    """Why this attempt's files may be published data (None: they are surely not).
+
+    An abort may run late (a zombie driver), after the restarted query has committed many more
+    batches: a compact keeps only the latest :data:`~eosink_files.proof.KEEP_PROOFS` proofs of
+    a writer, so this attempt's own proof may be gone while its files are listed. One batch of
+    a writer is published at most once (the commit's race check), so the files are surely
+    unpublished only when the log proves this batch by another attempt, or proves that the
+    writer never got this far. Otherwise they are kept: an orphan costs space until cleanup,
+    a deleted listed file breaks every read.
+    """
+    done = proof_of(proofs, ctx)
+    if done is None:
+        return None  # the writer's latest proof is below this batch: it was never committed
+    if done.proof.batch_id == ctx.batch_id:
+        return "its commit is in the log" if done.attempt == attempt else None
+    return (
+        f"the log no longer holds the proof of batch {ctx.batch_id} (the writer is at batch "
+        f"{done.proof.batch_id}), so it cannot tell whether this attempt committed it; "
+        "`eosink cleanup` removes the files if no log file lists them"
+    )
 
 
 @attrs.frozen
@@ -198,8 +222,16 @@ class FilesSink(FilesOperatorHooks, Sink):
         view = self._view()
         with view.lock:
             view.refresh(self.options.log_cleanup_delay_s)
-            if any(p.attempt == state.attempt for p in view.proofs()):
-                return  # this attempt's commit went through: its files are published data
+            published = _maybe_published(view.proofs(), ctx, state.attempt)
+        if published:
+            log.warning(
+                "files.abort_kept",
+                writer=ctx.writer_id,
+                batch=ctx.batch_id,
+                files=len(written),
+                reason=published,
+            )
+            return
         store = self._store()
         for relpath in written:
             store.delete(relpath)
