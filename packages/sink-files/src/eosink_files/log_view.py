@@ -56,6 +56,10 @@ COPY_CHUNK = 1 << 20
 #: Log files deleted at most per commit: more than the one file a commit adds, so a backlog
 #: drains, few enough that a commit never waits on a mass deletion.
 EXPIRE_PER_COMMIT = 4
+#: New log files found by probing one id after the other before :meth:`LogView.refresh` lists
+#: the log instead: a process that catches up with another writer's many commits pays one
+#: listing, not a round trip per log file.
+PROBES_BEFORE_LISTING = 3
 #: A view confirmed by a read of the target less than this fraction of the cleanup delay ago
 #: may decide where the next log file goes. A log file created after that read cannot be
 #: expired before the whole delay has passed since it; the rest of the delay is the margin for
@@ -271,6 +275,10 @@ class LogView:
         while (compact := self._found(log_id, present)) is not None:
             found[log_id] = compact
             log_id += 1
+            if len(found) >= PROBES_BEFORE_LISTING:  # far behind: one listing costs less
+                self._load(self.folder.listing(), self.plan)
+                self.confirmed_at = began
+                return
             present = self.folder.present(self._candidates(log_id))
         if found:
             self._add(found)
@@ -303,11 +311,13 @@ class LogView:
                 return compact
         return None
 
-    def _load(self, listing: dict[int, bool]) -> None:
+    def _load(self, listing: dict[int, bool], parsed: list[LogFile] = ()) -> None:
+        """Take a listing as the files that exist; ``parsed``: log files already read (they
+        never change, so they are not read again)."""
         self.files = dict(sorted(listing.items()))
         self.compacts = [i for i, c in self.files.items() if c]
         self.plan, self.torn, self.loaded = [], None, True
-        self._read_plan()
+        self._read_plan(parsed)
 
     def _add(self, found: dict[int, bool], parsed: list[LogFile] = ()) -> None:
         if self.torn is not None:  # the torn file was published again

@@ -322,12 +322,20 @@ class ManifestCommit:
             body = "\n".join(file_lines).encode()
             data = render([entry.to_line(uri)], file_lines, b"", closing)
             record = LogFile(log_id, False, [entry], body=body, size=len(data))
-        published = store.publish(
-            f"{LOG_DIR}/{log_name(log_id, compact)}",
-            data,
-            crash=lambda: crash_point("commit:manifest-staged"),
-            overwrite=log_id == view.torn,
-        )
+        try:
+            published = store.publish(
+                f"{LOG_DIR}/{log_name(log_id, compact)}",
+                data,
+                crash=lambda: crash_point("commit:manifest-staged"),
+                overwrite=log_id == view.torn,
+            )
+        except FileNotFoundError:
+            if not compact:
+                raise
+            # The compact this one streams was expired meanwhile by a faster writer, whose
+            # commits took this id long ago: nothing was published, publish after them.
+            log.info("files.compact_source_expired", writer=ctx.writer_id, entry=log_id)
+            return None
         if not published:
             return None
         if self._lost_to_other_name(ctx, view, log_id, compact):
