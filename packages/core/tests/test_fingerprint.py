@@ -45,9 +45,7 @@ def test_nested_columns_are_fingerprinted():
     rows = ([[1, 2], None, []], [{"a": 1, "b": "x"}, None, {"a": None, "b": None}],
             [[("k", 1)], [], None])  # fmt: skip
     one = fingerprint_batches([nested(*rows)])
-    other = fingerprint_batches(
-        [nested(*(c[2:] for c in rows)), nested(*(c[1::-1] for c in rows))]
-    )
+    other = fingerprint_batches([nested(*(c[2:] for c in rows)), nested(*(c[1::-1] for c in rows))])
     assert one == other and one.rows == 3
     changed = ([[2, 1], None, []], rows[1], rows[2])
     assert fingerprint_batches([nested(*changed)]) != one

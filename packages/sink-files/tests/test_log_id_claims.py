@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import pyarrow as pa
 import pytest
 from eosink_files.log import LOG_DIR, ManifestError
 from eosink_files.sink import FilesSink
