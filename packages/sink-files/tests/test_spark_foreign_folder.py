@@ -80,8 +80,8 @@ def test_json_decimals_and_maps_as_spark_reads_them(spark, tmp_path):
                 [[("a", 1), ("b", None)], [], None, [("c", 3)]], pa.map_(pa.string(), pa.int64())
             ),
             "s": pa.array(
-                [{"d": Decimal("1.5"), "k": {1: "x"}}, None, {"d": None, "k": None}, None],
-                pa.struct([("d", pa.decimal128(5, 1)), ("k", pa.map_(pa.int32(), pa.string()))]),
+                [{"d": Decimal("1.5"), "k": {"1": "x"}}, None, {"d": None, "k": None}, None],
+                pa.struct([("d", pa.decimal128(5, 1)), ("k", pa.map_(pa.string(), pa.string()))]),
             ),
             "day": [dt.date(2024, 1, 1)] * 4,
         }
@@ -91,12 +91,12 @@ def test_json_decimals_and_maps_as_spark_reads_them(spark, tmp_path):
     )
     ddl = (
         "id long, amount decimal(20,2), tiny decimal(12,10), m map<string,long>, "
-        "s struct<d: decimal(5,1), k: map<int,string>>, day date"
+        "s struct<d: decimal(5,1), k: map<string,string>>, day date"
     )
     got = sorted(spark.read.schema(ddl).json(out).collect(), key=lambda r: r.id)
     assert [r.amount for r in got] == amounts
     assert [r.tiny for r in got] == [Decimal("1E-10"), Decimal(0), None, None]
     assert [r.m for r in got] == [{"a": 1, "b": None}, {}, None, {"c": 3}]
-    assert got[0].s.d == Decimal("1.5") and got[0].s.k == {1: "x"}
+    assert got[0].s.d == Decimal("1.5") and got[0].s.k == {"1": "x"}
     assert got[1].s is None and got[2].s.d is None and got[2].s.k is None
     assert [r.day for r in got] == [dt.date(2024, 1, 1)] * 4
