@@ -27,3 +27,31 @@ def test_changed_value_or_extra_row_changes_it():
 def test_hex_round_trip():
     fp = fingerprint_batches([batch([1], ["a"])])
     assert Fingerprint.from_hex(fp.hex()) == fp
+
+
+def nested(lists, structs, maps):
+    return pa.record_batch(
+        {
+            "l": pa.array(lists, pa.list_(pa.int64())),
+            "s": pa.array(structs, pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            "m": pa.array(maps, pa.map_(pa.string(), pa.int64())),
+        }
+    )
+
+
+def test_nested_columns_are_fingerprinted():
+    """Lists, structs and maps (unhashable in pandas) fingerprint like any column: order and
+    partitioning do not matter, a changed nested value does."""
+    rows = ([[1, 2], None, []], [{"a": 1, "b": "x"}, None, {"a": None, "b": None}],
+            [[("k", 1)], [], None])  # fmt: skip
+    one = fingerprint_batches([nested(*rows)])
+    other = fingerprint_batches([nested(*(c[2:] for c in rows)), nested(*(c[1::-1] for c in rows))])
+    assert one == other and one.rows == 3
+    changed = ([[2, 1], None, []], rows[1], rows[2])
+    assert fingerprint_batches([nested(*changed)]) != one
+    changed = (rows[0], rows[1], [[("k", 2)], [], None])
+    assert fingerprint_batches([nested(*changed)]) != one
+    changed = (rows[0], [{"a": 1, "b": "y"}, None, {"a": None, "b": None}], rows[2])
+    assert fingerprint_batches([nested(*changed)]) != one
+    # an empty list is not a null one
+    assert fingerprint_batches([nested([None, None, []], *rows[1:])]) != one

@@ -196,3 +196,21 @@ def test_file_writer_and_engine_that_disagree_are_an_error(tmp_path):
         FilesOptions(path=str(tmp_path), file_writer="spark", engine="arrow")
     with pytest.raises(ConfigurationError, match="disagree"):
         sink("files", path=str(tmp_path), fileWriter="arrow", engine="spark")
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        pa.array([[1, 2]], pa.list_(pa.int64())),
+        pa.array([{"a": 1}], pa.struct([("a", pa.int64())])),
+        pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())),
+    ],
+)
+def test_nested_column_in_csv_is_refused_at_init_naming_it(tmp_path, column):
+    out = tmp_path / "out"
+    batch = pa.record_batch({"id": pa.array([1], pa.int64()), "nested": column})
+    with pytest.raises(
+        ConfigurationError, match="column 'nested' has type .*cannot be written as CSV"
+    ):
+        run(FilesSink(path=str(out), format="csv"), 0, [[batch]])
+    assert not [p for p in out.rglob("*") if p.is_file()]

@@ -159,3 +159,48 @@ def test_a_view_older_than_the_cleanup_delay_is_listed_again(tmp_path, clock, mo
     clock.advance(DELAY_S / 2)
     commit_as("B", out, range(4, 5))
     assert listed.count(LOG_DIR) == 2
+
+
+def test_compaction_whose_source_compact_was_expired_publishes_again(tmp_path, clock, monkeypatch):
+    """A's commit streams the previous compact into its own; before it reads it, B commits past
+    two compactions and expires that compact. A must publish again after B's entries, not stop
+    the query with a FileNotFoundError."""
+    out = str(tmp_path / "out")
+    commit_as("B", out, range(3))  # ids 0, 1.compact, 2
+    slow = Batch(out)  # A's next id is 3, a compact: it streams 1.compact
+    publish, stalled = LocalStore.publish, []
+
+    def stalling(self, relpath, data, crash=None, overwrite=False):
+        if relpath == f"{LOG_DIR}/3.compact" and not stalled:
+            stalled.append(relpath)
+            clock.advance(DELAY_S + 1)
+            commit_as("B", out, range(3, 9))  # ids 3 .. 8; B expires 0 .. 4
+            assert "1.compact" not in os.listdir(os.path.join(out, LOG_DIR))
+        return publish(self, relpath, data, crash, overwrite)
+
+    monkeypatch.setattr(LocalStore, "publish", stalling)
+    assert slow.finish() == "committed"
+    assert stalled == [f"{LOG_DIR}/3.compact"]
+    assert_everything_readable(out, ids_of(range(9)) + slow.ids())
+
+
+def test_catching_up_with_many_commits_lists_the_log_once(tmp_path, clock, monkeypatch):
+    """A's view is recent, but B has committed many batches since: finding them costs one
+    listing, not two probes per new log file."""
+    out = str(tmp_path / "out")
+    commit_as("A", out, range(1), writer="a")
+    commit_as("B", out, range(40))
+    probes, probe = [], LocalStore.probe
+
+    def counted(self, relpaths, tail=None):
+        probes.append(relpaths)
+        return probe(self, relpaths, tail)
+
+    monkeypatch.setattr(LocalStore, "probe", counted)
+    listed = record_listings(monkeypatch)
+    with simulated_process("A"):
+        ctx = BatchContext("files", "a", 1, query_id="q-a")
+        assert plugin_manager(sink(out)).hook.is_committed(ctx=ctx) is None
+    assert len(probes) + len(listed) <= 6, (len(probes), listed)
+    commit_as("A", out, range(1, 2), writer="a")
+    assert_everything_readable(out, ids_of(range(40)) + ids_of(range(2)))

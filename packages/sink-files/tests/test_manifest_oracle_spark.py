@@ -156,14 +156,20 @@ def test_files_sink_text_formats(spark, tmp_path, fmt, header, partitioned):
     assert_same_as_spark(spark, out, pa.concat_tables(tables), partition_by, fmt, **opts)
 
 
-def test_csv_values_spark_reads_as_null_are_refused(spark, tmp_path):
+def test_csv_nan_and_infinities_are_read_back_by_spark(spark, tmp_path):
+    """pyarrow writes NaN and the infinities as "nan", "inf", "-inf", which Spark's CSV
+    reader reads as null: the sink writes Java's NaN, Infinity, -Infinity (as Spark's own CSV
+    writer does), which it reads back as the values, float32 columns too."""
     out = str(tmp_path / "out")
-    table = batch(0, part=False)  # x holds NaN and infinities, written as "nan", "inf"
+    table = batch(0, part=False)  # x holds NaN, -0.0 and both infinities
+    table = table.append_column("y", pa.array(FLOATS, pa.float32()))
     assert run(FilesSink(path=out, format="csv"), 0, tasks(table)).status == "committed"
-    spark_table, _ = spark_read(spark, out, "csv", DDL.rsplit(", ", 1)[0], header="true")
-    assert spark_table.column("x").null_count == 3  # Spark: silently null
-    with pytest.raises(OracleError, match="'nan'"):
-        read_committed(out, table.schema, format="csv")
+    ddl = DDL.rsplit(", ", 1)[0] + ", y float"
+    spark_table, _ = spark_read(spark, out, "csv", ddl, header="true")
+    assert spark_table.column("x").null_count == 0 and spark_table.column("y").null_count == 0
+    assert rows_of(spark_table) == rows_of(table)
+    oracle, _ = read_committed(out, table.schema, format="csv")
+    assert rows_of(oracle) == rows_of(table)
 
 
 # -- hand-made logs: Spark 4's own rules -------------------------------------------------------

@@ -192,3 +192,30 @@ def test_the_commit_check_costs_the_batch_not_the_table(s3_bucket, s3_faults):
     assert big_table == small_table, (small_table, big_table)
     listings, _ = big_table
     assert listings == 0  # the batch's files are checked one by one, never by a listing
+
+
+def test_the_access_probe_runs_once_per_process_and_never_in_is_committed(s3_bucket, monkeypatch):
+    """The data-source front door builds a new sink for every batch: the probe object is
+    written once per process, in init, never in is_committed (which must not write)."""
+    from eosink.plugin import BatchContext
+    from eosink.process import forget_process, simulated_process
+    from eosink.registry import plugin_manager
+
+    probes, check_access = [], FsspecStore.check_access
+
+    def counted(self, conditional):
+        if not self.access_checked:
+            probes.append(self.location)
+        return check_access(self, conditional)
+
+    monkeypatch.setattr(FsspecStore, "check_access", counted)
+    try:
+        with simulated_process("fresh"):
+            ctx = BatchContext("files", "w", 0, query_id="q1")
+            assert plugin_manager(s3_sink(s3_bucket)).hook.is_committed(ctx=ctx) is None
+            assert probes == []
+            for b in range(3):
+                assert run(s3_sink(s3_bucket), b).status == "committed"
+            assert len(probes) == 1
+    finally:
+        forget_process()

@@ -8,12 +8,33 @@ however Spark split it, while a replay with other rows almost surely does not.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from eosink.model import Fingerprint
+
+
+def _canonical_text(value: Any) -> str:
+    """A nested value (list, struct, map) as text that is equal exactly when the value is."""
+    return json.dumps(value, default=repr, separators=(",", ":"), ensure_ascii=False)
+
+
+def _hashable(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with its nested columns as canonical text: pandas hashes lists and dicts as
+    unhashable objects and fails. Other columns are left as they are, so their fingerprints
+    (stored in proofs) stay the same."""
+    nested = [i for i, f in enumerate(batch.schema) if pa.types.is_nested(f.type)]
+    if not nested:
+        return batch
+    columns = list(batch.columns)
+    for i in nested:
+        values = columns[i].to_pylist()
+        columns[i] = pa.array([None if v is None else _canonical_text(v) for v in values])
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
 
 
 def fingerprint_batch(batch: pa.RecordBatch) -> Fingerprint:
@@ -22,7 +43,8 @@ def fingerprint_batch(batch: pa.RecordBatch) -> Fingerprint:
         return Fingerprint()
     from pandas.util import hash_pandas_object
 
-    hashes = hash_pandas_object(batch.to_pandas(), index=False).to_numpy(np.uint64)
+    frame = _hashable(batch).to_pandas()
+    hashes = hash_pandas_object(frame, index=False).to_numpy(np.uint64)
     return Fingerprint(batch.num_rows, int(hashes.sum(dtype=np.uint64)))
 
 

@@ -135,6 +135,11 @@ class FsspecStore(Store):
             pass
         self.access_checked = True
 
+    def access_refusal(self, exc: BaseException) -> str | None:
+        if self.protocol == "memory" or isinstance(exc, (ValueError, TypeError)):
+            return None
+        return self._access_error(safe_url(self.location), exc)
+
     def _access_error(self, where: str, exc: BaseException) -> str:
         reason = self.scrub(f"{type(exc).__name__}: {exc}")
         if isinstance(exc, PermissionError):

@@ -46,6 +46,7 @@ from eosink_files.log import (
     parse,
     reader_plan,
 )
+from eosink_files.layout import first_file_path
 from eosink_files.store import Store, safe_url
 
 log = get_logger("eosink.files")
@@ -56,6 +57,10 @@ COPY_CHUNK = 1 << 20
 #: Log files deleted at most per commit: more than the one file a commit adds, so a backlog
 #: drains, few enough that a commit never waits on a mass deletion.
 EXPIRE_PER_COMMIT = 4
+#: New log files found by probing one id after the other before :meth:`LogView.refresh` lists
+#: the log instead: a process that catches up with another writer's many commits pays one
+#: listing, not a round trip per log file.
+PROBES_BEFORE_LISTING = 3
 #: A view confirmed by a read of the target less than this fraction of the cleanup delay ago
 #: may decide where the next log file goes. A log file created after that read cannot be
 #: expired before the whole delay has passed since it; the rest of the delay is the margin for
@@ -149,6 +154,19 @@ class LogFolder:
                 left -= len(chunk)
                 yield chunk
 
+    def first_file_path(self, log_file: LogFile) -> str | None:
+        """The path of the first data file a log file lists (None: it lists none)."""
+        if not log_file.compact or log_file.files is not None:
+            return first_file_path(log_file.body)
+        relpath = f"{LOG_DIR}/{log_name(log_file.log_id, log_file.compact)}"
+        body = log_file.body_end - log_file.body_start
+        if body <= 0:
+            return None
+        with self.store.open_read(relpath) as f:
+            f.seek(log_file.body_start)
+            head = f.read(min(HEADER_CHUNK, body))
+        return first_file_path(head if len(head) >= body else head.rpartition(b"\n")[0])
+
     def check_folder(self) -> None:
         """Refuse a folder that is neither empty, nor an eosink-files or Spark file-sink folder."""
         store = self.store
@@ -207,6 +225,8 @@ class LogView:
         self.torn: int | None = None  # single-writer mode: a torn latest file, read as absent
         #: when (eosink.clock) the last read of the target that brought the view up to date began
         self.confirmed_at: float | None = None
+        #: (log id, is compact) -> the path of one data file it lists (log files never change)
+        self._samples: dict[tuple[int, bool], str | None] = {}
 
     @property
     def latest(self) -> int:
@@ -222,6 +242,25 @@ class LogView:
         if start == 0:
             return dict(self.files)
         return {i: self.files[i] for i in range(start, self.latest + 1) if i in self.files}
+
+    def foreign_samples(self) -> list[tuple[str, str]]:
+        """``(log file name, path of one data file it lists)`` for each log file Spark's reader
+        reads now that carries no proof: one another program wrote (Spark's own file sink).
+
+        Its paths are the only record of the folder's format and partition layout. A delta
+        is read whole already; a compact costs one short read, once per process.
+        """
+        out = []
+        for f in self.plan:
+            if f.proofs:
+                continue
+            key = (f.log_id, f.compact)
+            if key not in self._samples:
+                self._samples[key] = self.folder.first_file_path(f)
+            path = self._samples[key]
+            if path is not None:
+                out.append((log_name(f.log_id, f.compact), path))
+        return out
 
     def confirmed_within(self, delay_s: float) -> bool:
         """Whether the view may place the next log file without reading the target again.
@@ -271,6 +310,10 @@ class LogView:
         while (compact := self._found(log_id, present)) is not None:
             found[log_id] = compact
             log_id += 1
+            if len(found) >= PROBES_BEFORE_LISTING:  # far behind: one listing costs less
+                self._load(self.folder.listing(), self.plan)
+                self.confirmed_at = began
+                return
             present = self.folder.present(self._candidates(log_id))
         if found:
             self._add(found)
@@ -303,11 +346,13 @@ class LogView:
                 return compact
         return None
 
-    def _load(self, listing: dict[int, bool]) -> None:
+    def _load(self, listing: dict[int, bool], parsed: list[LogFile] = ()) -> None:
+        """Take a listing as the files that exist; ``parsed``: log files already read (they
+        never change, so they are not read again)."""
         self.files = dict(sorted(listing.items()))
         self.compacts = [i for i, c in self.files.items() if c]
         self.plan, self.torn, self.loaded = [], None, True
-        self._read_plan()
+        self._read_plan(parsed)
 
     def _add(self, found: dict[int, bool], parsed: list[LogFile] = ()) -> None:
         if self.torn is not None:  # the torn file was published again

@@ -16,6 +16,7 @@ with its reported size. Where Spark's reader expects a ``.compact``, the commit 
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -48,6 +49,13 @@ from eosink_files.store import Store
 from eosink_files.writers import WrittenFile
 
 log = get_logger("eosink.files")
+
+
+class _SteppedBack:
+    """What :meth:`ManifestCommit._publish` returns when its id was taken under the other name."""
+
+
+_OTHER_NAME = _SteppedBack()
 
 
 class UnreadableFilesError(SinkError):
@@ -215,6 +223,11 @@ class ManifestCommit:
                         entry=view.latest,
                     )
                     continue
+                if created is _OTHER_NAME:
+                    # Both writers of one id may see each other's name and both step back:
+                    # a short random pause keeps them from meeting again at the next round.
+                    time.sleep(random.uniform(0, 0.05))
+                    continue
                 if created and not self._readable_slot(view, created, delay):
                     self._withdraw(ctx, view, created)
                     continue
@@ -264,12 +277,12 @@ class ManifestCommit:
         proof: Proof,
         view: LogView,
         file_lines: list[str],
-    ) -> list[tuple[int, bool]] | None:
+    ) -> list[tuple[int, bool]] | _SteppedBack | None:
         """Publish this batch's log file at the next free id.
 
         Returns the ``(log id, is compact)`` of every log file published (empty deltas of
         complete mode first): none when this attempt's proof is already in the log, None when
-        another writer took an id first.
+        another writer took an id first, ``_OTHER_NAME`` when it took it under the other name.
         """
         opts, store = self.options, self.store
         proofs = view.proofs()
@@ -290,6 +303,8 @@ class ManifestCommit:
             empty = render([], [])
             if not store.publish(f"{LOG_DIR}/{filler}", empty, overwrite=filler == view.torn):
                 return None
+            if self._lost_to_other_name(ctx, view, filler, False):
+                return _OTHER_NAME
             view.record(LogFile(filler, False, [], files=[], size=len(empty)))
             created.append((filler, False))
         entry = ProofEntry(proof, attempt, log_id, opts.format, opts.partition_by, ctx.mode)
@@ -307,14 +322,24 @@ class ManifestCommit:
             body = "\n".join(file_lines).encode()
             data = render([entry.to_line(uri)], file_lines, b"", closing)
             record = LogFile(log_id, False, [entry], body=body, size=len(data))
-        published = store.publish(
-            f"{LOG_DIR}/{log_name(log_id, compact)}",
-            data,
-            crash=lambda: crash_point("commit:manifest-staged"),
-            overwrite=log_id == view.torn,
-        )
+        try:
+            published = store.publish(
+                f"{LOG_DIR}/{log_name(log_id, compact)}",
+                data,
+                crash=lambda: crash_point("commit:manifest-staged"),
+                overwrite=log_id == view.torn,
+            )
+        except FileNotFoundError:
+            if not compact:
+                raise
+            # The compact this one streams was expired meanwhile by a faster writer, whose
+            # commits took this id long ago: nothing was published, publish after them.
+            log.info("files.compact_source_expired", writer=ctx.writer_id, entry=log_id)
+            return None
         if not published:
             return None
+        if self._lost_to_other_name(ctx, view, log_id, compact):
+            return _OTHER_NAME
         if compact:
             record.body_end = written.size - len(closing.encode()) - 1
             record.size = written.size
@@ -327,6 +352,32 @@ class ManifestCommit:
             )
         view.record(record)
         return [*created, (log_id, compact)]
+
+    def _lost_to_other_name(
+        self, ctx: BatchContext, view: LogView, log_id: int, compact: bool
+    ) -> bool:
+        """Whether the log file just published at ``log_id`` lost the id to its other name.
+
+        The atomic create arbitrates a *name*, but ``<id>`` and ``<id>.compact`` are two names
+        of one id, and readers read only one of them: two writers that place an id differently
+        (another ``compact_interval``, an append beside a complete-mode commit) would both
+        succeed, and one batch would vanish though reported committed. So each creator looks
+        for the other name after its create: whoever sees it steps back (deletes its file,
+        reads the log again). Of two creators at least one sees the other, so at most one
+        keeps the id; both may step back, and both publish again.
+        """
+        if self.options.single_writer:
+            return False  # one writer: nobody else places an id
+        if not view.folder.present({(log_id, not compact)}):
+            return False
+        self.store.delete(f"{LOG_DIR}/{log_name(log_id, compact)}")
+        log.warning(
+            "files.commit_id_taken_by_other_name",
+            writer=ctx.writer_id,
+            batch=ctx.batch_id,
+            entry=log_name(log_id, not compact),
+        )
+        return True
 
     def _expire(self, view: LogView) -> None:
         """Delete a few obsolete log files; best effort (the next commit carries on)."""

@@ -14,11 +14,15 @@
   view of the log kept between batches (:mod:`eosink_files.log_view`).
 * ``target_status``, ``verify_target``, ``cleanup_target`` (``eosink status|verify|cleanup``)
   are inherited from :mod:`eosink_files.operator_hooks`.
-* ``abort`` removes the attempt's files unless the log lists them.
+* ``abort`` removes the attempt's files only when it is sure no log file lists them
+  (:func:`_maybe_published`); otherwise they stay for ``eosink cleanup``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -26,18 +30,33 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink.plugin import BatchContext, ConfigurationError, Proof, Sink, Staged, hookimpl
+from eosink.plugin import (
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    Sink,
+    SinkError,
+    Staged,
+    hookimpl,
+)
 from eosink.logs import get_logger
+from eosink.process import process_state
 from eosink_files import spark_file_writer
+from eosink_files.layout import layout_of
 from eosink_files.log import LOG_DIR
 from eosink_files.log_view import LogView, view_of
 from eosink_files.manifest_commit import ManifestCommit
 from eosink_files.operator_hooks import FilesOperatorHooks
 from eosink_files.options import FilesOptions
-from eosink_files.proof import proof_of
+from eosink_files.proof import ProofEntry, proof_of
 from eosink_files.spark_process import in_spark_application
 from eosink_files.store import Store, open_store
-from eosink_files.writers import PartitionWriter, WrittenFile, unsupported_partition_type
+from eosink_files.writers import (
+    PartitionWriter,
+    WrittenFile,
+    unsupported_csv_type,
+    unsupported_partition_type,
+)
 
 log = get_logger("eosink.files")
 
@@ -45,6 +64,38 @@ log = get_logger("eosink.files")
 #: Spark's log reads only names that are numbers (and ``.compact``), so it never reads it.
 FOLDER_MARKER = ".eosink-files"
 FOLDER_MARKER_TEXT = b"A folder written by eosink-files: Spark reads the files its log lists.\n"
+
+
+def _maybe_published(proofs: list[ProofEntry], ctx: BatchContext, attempt: str) -> str | None:
+    """Why this attempt's files may be published data (None: they are surely not).
+
+    An abort may run late (a zombie driver), after the restarted query has committed many more
+    batches: a compact keeps only the latest :data:`~eosink_files.proof.KEEP_PROOFS` proofs of
+    a writer, so this attempt's own proof may be gone while its files are listed. One batch of
+    a writer is published at most once (the commit's race check), so the files are surely
+    unpublished only when the log proves this batch by another attempt, or proves that the
+    writer never got this far. Otherwise they are kept: an orphan costs space until cleanup,
+    a deleted listed file breaks every read.
+    """
+    done = proof_of(proofs, ctx)
+    if done is None:
+        return None  # the writer's latest proof is below this batch: it was never committed
+    if done.proof.batch_id == ctx.batch_id:
+        return "its commit is in the log" if done.attempt == attempt else None
+    return (
+        f"the log no longer holds the proof of batch {ctx.batch_id} (the writer is at batch "
+        f"{done.proof.batch_id}), so it cannot tell whether this attempt committed it; "
+        "`eosink cleanup` removes the files if no log file lists them"
+    )
+
+
+_access_lock = threading.Lock()
+
+
+def _options_key(storage_options: dict[str, Any]) -> str:
+    """Storage options as a key (a digest: credentials stay out of the process's state)."""
+    text = json.dumps(storage_options, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @attrs.frozen
@@ -87,28 +138,55 @@ class FilesSink(FilesOperatorHooks, Sink):
     def _manifest_commit(self) -> ManifestCommit:
         return ManifestCommit(self._store(), self.options, self._view())
 
-    def _check_store(self) -> None:
-        """The checks of the store done before any batch reads or writes it (once per store)."""
-        self._manifest_commit().check_publishable()
-        self._store().check_access(conditional=not self.options.single_writer)
+    def _check_access(self) -> None:
+        """Write, read back and delete a probe object: refuse a store this process cannot use
+        before any data is written. Once per process and store (the data-source front door
+        builds a new sink for every batch), and never in ``is_committed``, which must not
+        write."""
+        key = self._access_key()
+        with _access_lock:
+            checked = process_state("eosink_files.access_checked")
+            if key in checked:
+                return
+            self._store().check_access(conditional=not self.options.single_writer)
+            checked[key] = True
+
+    def _access_key(self) -> tuple[str, bool, str]:
+        opts = self.options
+        return (self._store().root_uri, opts.single_writer, _options_key(opts.storage_options))
+
+    def _access_checked(self) -> bool:
+        with _access_lock:
+            return self._access_key() in process_state("eosink_files.access_checked")
 
     # -- driver ------------------------------------------------------------------------------
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
-        self._check_store()
+        self._manifest_commit().check_publishable()
         view = self._view()
-        with view.lock:
-            view.refresh(self.options.log_cleanup_delay_s)
-            if not view.files:
-                view.folder.check_folder()
-                return None
-            found = proof_of(view.proofs(), ctx)
+        try:
+            with view.lock:
+                view.refresh(self.options.log_cleanup_delay_s)
+                if not view.files:
+                    view.folder.check_folder()
+                    return None
+                found = proof_of(view.proofs(), ctx)
+        except SinkError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a store this process cannot read
+            # Before init's access check has passed in this process, an error of the store's
+            # client is the store's configuration: refused as init's check refuses it.
+            refusal = None if self._access_checked() else self._store().access_refusal(exc)
+            if refusal is None:
+                raise
+            raise ConfigurationError(refusal) from None
         return found.proof if found else None
 
     @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> FilesState:
         opts = self.options
-        self._check_store()
+        self._manifest_commit().check_publishable()
+        self._check_access()
         if self._store().kind() == "memory" and in_spark_application():
             raise ConfigurationError(
                 "sink 'files': memory:// lives in one process, but Spark runs the write tasks "
@@ -131,6 +209,16 @@ class FilesSink(FilesOperatorHooks, Sink):
                     f"sink 'files': partition column {column!r} has type "
                     f"{schema.field(column).type}, which cannot name a folder: {problem}"
                 )
+        if opts.format == "csv":
+            for field in schema:
+                problem = unsupported_csv_type(field.type)
+                if problem and field.name not in opts.partition_by:
+                    raise ConfigurationError(
+                        f"sink 'files': column {field.name!r} has type {field.type}, which "
+                        f"cannot be written as CSV: {problem}. Use format='parquet' or "
+                        "'json', or turn the column into text in the query (e.g. to_json). "
+                        "Nothing was written."
+                    )
         if opts.partition_by and len(opts.partition_by) == len(names):
             raise ConfigurationError(
                 "sink 'files': every column is a partition column, so the files would hold no "
@@ -143,6 +231,8 @@ class FilesSink(FilesOperatorHooks, Sink):
             if not view.files:
                 view.folder.check_folder()
             proofs, empty_log = view.proofs(), not view.files
+            foreign = view.foreign_samples()
+        self._check_foreign_layout(foreign)
         if proofs:
             last = max(proofs, key=lambda p: p.log_id)
             if last.format and last.format != opts.format:
@@ -159,6 +249,31 @@ class FilesSink(FilesOperatorHooks, Sink):
                 )
         self._mark_folder(empty_log)
         return FilesState(attempt=uuid.uuid4().hex)
+
+    def _check_foreign_layout(self, samples: list[tuple[str, str]]) -> None:
+        """Refuse a batch whose format or partitioning differs from the files another program
+        (Spark's own file sink) listed in the log: Spark's reader reads a folder in one format
+        and one layout, and would silently drop one of the two."""
+        opts, store = self.options, self._store()
+        for name, uri in samples:
+            relpath = store.relpath_of(uri)
+            if relpath is None:
+                continue
+            layout = layout_of(relpath)
+            where = f"{LOG_DIR}/{name} (written by another program, e.g. Spark's file sink)"
+            if layout.format is not None and layout.format != opts.format:
+                raise ConfigurationError(
+                    f"sink 'files': {where} lists {layout.format} files ({relpath!r}) but this "
+                    f"sink writes {opts.format}; Spark reads a folder in one format. Set format="
+                    f"{layout.format!r} or write to another folder."
+                )
+            if layout.partition_by is not None and layout.partition_by != opts.partition_by:
+                raise ConfigurationError(
+                    f"sink 'files': {where} lists files partitioned by "
+                    f"{list(layout.partition_by)} ({relpath!r}) but this sink partitions by "
+                    f"{list(opts.partition_by)}; Spark's reader cannot mix layouts. Use the "
+                    "folder's partitionBy or write to another folder."
+                )
 
     def _mark_folder(self, empty_log: bool) -> None:
         """Make ``_spark_metadata`` exist before any part file is written.
@@ -198,8 +313,16 @@ class FilesSink(FilesOperatorHooks, Sink):
         view = self._view()
         with view.lock:
             view.refresh(self.options.log_cleanup_delay_s)
-            if any(p.attempt == state.attempt for p in view.proofs()):
-                return  # this attempt's commit went through: its files are published data
+            published = _maybe_published(view.proofs(), ctx, state.attempt)
+        if published:
+            log.warning(
+                "files.abort_kept",
+                writer=ctx.writer_id,
+                batch=ctx.batch_id,
+                files=len(written),
+                reason=published,
+            )
+            return
         store = self._store()
         for relpath in written:
             store.delete(relpath)

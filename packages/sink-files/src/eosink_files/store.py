@@ -262,6 +262,11 @@ class Store:
     def atomic_publish(self) -> bool:
         return True
 
+    def access_refusal(self, exc: BaseException) -> str | None:
+        """The clear refusal of a store this process cannot use, for an error ``exc`` its
+        client raised (None: ``exc`` says nothing about the store's configuration)."""
+        return None
+
     def check_access(self, conditional: bool) -> None:
         """Refuse, before anything is written, a store this process cannot use (see FsspecStore)."""
 

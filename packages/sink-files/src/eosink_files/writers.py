@@ -148,7 +148,7 @@ class PartFile:
 
             self.writer = pcsv.CSVWriter(
                 self._out,
-                self.schema,
+                csv_schema(self.schema),
                 write_options=pcsv.WriteOptions(include_header=self.options.csv_header),
             )
         else:
@@ -160,7 +160,7 @@ class PartFile:
         if fmt == "parquet":
             self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
         elif fmt == "csv":
-            self.writer.write_table(table)
+            self.writer.write_table(csv_table(table))
         else:
             self._out.write(json_lines(table))
 
@@ -181,6 +181,46 @@ class PartFile:
         return WrittenFile(self.relpath, size, mtime, self.rows)
 
 
+def _spark_floats(typ: pa.DataType) -> bool:
+    return pa.types.is_float32(typ) or pa.types.is_float64(typ)
+
+
+def csv_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of :func:`csv_table`'s tables: float columns become text."""
+    return pa.schema(
+        [f.with_type(pa.string()) if _spark_floats(f.type) else f for f in schema],
+        metadata=schema.metadata,
+    )
+
+
+_JAVA_FLOATS = (("^nan$", "NaN"), ("^inf$", "Infinity"), ("^-inf$", "-Infinity"))
+
+
+def csv_table(table: pa.Table) -> pa.Table:
+    """Floats as text Spark's CSV reader reads back: pyarrow writes ``nan``, ``inf`` and
+    ``-inf``, which Spark reads as null; Java's ``NaN``, ``Infinity`` and ``-Infinity`` (what
+    Spark's own CSV writer writes) it reads as the values. Other numbers keep pyarrow's text."""
+    if not any(_spark_floats(t) for t in table.schema.types):
+        return table
+    import pyarrow.compute as pc
+
+    columns = []
+    for column, typ in zip(table.columns, table.schema.types):
+        if _spark_floats(typ):
+            column = pc.cast(column, pa.string())
+            for pattern, java in _JAVA_FLOATS:
+                column = pc.replace_substring_regex(column, pattern, java)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=csv_schema(table.schema))
+
+
+def unsupported_csv_type(typ: pa.DataType) -> str | None:
+    """Why a column of this type cannot be written as CSV (None: it can)."""
+    if pa.types.is_nested(typ):
+        return "CSV holds flat values only (Spark's CSV writer refuses it too)"
+    return None
+
+
 def _json_value(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.isoformat().replace("+00:00", "Z")
@@ -195,12 +235,72 @@ def _json_value(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
+def _plain_json(value: Any) -> str:
+    return json.dumps(value, default=_json_value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _needs_typed_json(typ: pa.DataType) -> bool:
+    """Whether a column holds a decimal or a map somewhere: values ``json.dumps`` would write
+    wrong (a decimal through ``float``, a map as a list of pairs)."""
+    if pa.types.is_decimal(typ) or pa.types.is_map(typ):
+        return True
+    if pa.types.is_struct(typ):
+        return any(_needs_typed_json(f.type) for f in typ)
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        return _needs_typed_json(typ.value_type)
+    return False
+
+
+def _map_key(key: Any) -> str:
+    """A map key as Spark's JSON writer names it (its text)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, decimal.Decimal):
+        return format(key, "f")
+    encoded = _json_value(key) if not isinstance(key, (int, float)) else key
+    return encoded if isinstance(encoded, str) else str(encoded)
+
+
+def _typed_json(value: Any, typ: pa.DataType) -> str:
+    """One value as Spark's JSON writer writes it: decimals exact and in plain notation, maps
+    as objects, null struct fields left out."""
+    if value is None:
+        return "null"
+    if pa.types.is_decimal(typ):
+        return format(value, "f")
+    if pa.types.is_map(typ):
+        items = (_plain_json(_map_key(k)) + ":" + _typed_json(v, typ.item_type) for k, v in value)
+        return "{" + ",".join(items) + "}"
+    if pa.types.is_struct(typ):
+        fields = (
+            _plain_json(f.name) + ":" + _typed_json(value[f.name], f.type)
+            for f in typ
+            if value.get(f.name) is not None
+        )
+        return "{" + ",".join(fields) + "}"
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        return "[" + ",".join(_typed_json(v, typ.value_type) for v in value) + "]"
+    return _plain_json(value)
+
+
 def json_lines(table: pa.Table) -> bytes:
-    """JSON lines as Spark writes them: null fields are left out."""
+    """JSON lines as Spark writes them: null fields are left out, decimals are exact, maps are
+    objects (Spark's reader reads a list of pairs as null)."""
+    typed = {f.name: f.type for f in table.schema if _needs_typed_json(f.type)}
     out = []
     for row in table.to_pylist():
-        row = {k: v for k, v in row.items() if v is not None}
-        out.append(json.dumps(row, default=_json_value, separators=(",", ":"), ensure_ascii=False))
+        if not typed:
+            row = {k: v for k, v in row.items() if v is not None}
+            out.append(_plain_json(row))
+            continue
+        fields = (
+            _plain_json(k) + ":" + (_typed_json(v, typed[k]) if k in typed else _plain_json(v))
+            for k, v in row.items()
+            if v is not None
+        )
+        out.append("{" + ",".join(fields) + "}")
     return ("\n".join(out) + "\n").encode("utf-8") if out else b""
 
 
