@@ -78,3 +78,34 @@ def test_work_per_chunk_does_not_grow_with_the_chunks_of_a_batch(yt_emulator):
     rows_40, chars_40 = chunk_reads(yt_emulator, 1, 40)
     assert rows_40 <= rows_10 <= 2, (rows_10, rows_40)
     assert chars_40 <= chars_10, (chars_10, chars_40)
+
+
+def test_a_writer_reading_on_in_order_looks_up_none_of_its_rows(yt_emulator):
+    """The check against the writer's own earlier batches reads nothing while each batch's
+    rows come after the last batch's (a queue read in order): the proof's spans, one per
+    source tablet, tell. A batch reaching back into them looks up only the rows inside."""
+    sink = make_sink_for(yt_emulator, create_table=True)
+    out = sink.options.path
+
+    def lookups_of_the_output(batch: int, first: int) -> list[int]:
+        data = pa.record_batch(
+            {
+                "tablet_index": pa.array([0] * 10, pa.int64()),
+                "row_index": pa.array(range(first, first + 10), pa.int64()),
+                "id": pa.array(range(first, first + 10), pa.int64()),
+                "name": pa.array(["x"] * 10),
+                "amount": pa.array([1.0] * 10),
+            }
+        )
+        yt_emulator.requests.clear()
+        ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=batch)
+        assert run_batch(sink, ctx, data.schema, LocalRunner([[data]])).status == "committed"
+        return [
+            e.get("row_count")
+            for e in yt_emulator.requests.of("lookup_rows")
+            if str(e["params"].get("path")) == out
+        ]
+
+    for batch in range(5):
+        assert lookups_of_the_output(batch, batch * 10) == []
+    assert lookups_of_the_output(5, 45) == [5]  # rows 45..49 again (equal values: allowed)

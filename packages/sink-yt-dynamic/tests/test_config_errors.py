@@ -108,6 +108,49 @@ def test_union_of_queues_without_queue_id_collides(yt_emulator, yt, good):
     assert table_rows(yt) == good
 
 
+def test_union_of_queues_without_queue_id_collides_across_batches(yt_emulator, yt, out_table):
+    """The colliding keys fall in two batches of one writer: batch 0 holds queue A's rows 0..4,
+    batch 1 A's rows 5..9 and queue B's rows 0..4 (B's consumer started later). B's rows must
+    not replace A's first five; the batch is refused before they are written."""
+    sink = make_sink_for(yt_emulator)
+    queue_a = rows(0, 0, 10, id_base=100)
+    assert run(sink, 0, [[queue_a.slice(0, 5)]]).status == "committed"
+    before = table_rows(yt)
+    queue_b = rows(0, 0, 5, id_base=200)
+    union = pa.Table.from_batches([queue_a.slice(5), queue_b]).combine_chunks().to_batches()[0]
+    with pytest.raises(ConfigurationError, match="row_index=0.*earlier batch.*with_queue_id"):
+        run(sink, 1, [[union]])
+    assert table_rows(yt) == before  # nothing of A's overwritten, nothing of the chunk written
+    # B's rows in a partition of their own: A's rows 5..9 may go in, A's 0..4 stay
+    with pytest.raises(ConfigurationError, match="earlier batch.*with_queue_id"):
+        run(sink, 1, [[queue_a.slice(5)], [queue_b]])
+    assert [r["id"] for r in table_rows(yt)] == list(range(100, 110))
+    assert sink.is_committed(BatchContext(sink.name, "w", 1)) is None
+
+
+@pytest.mark.parametrize("queue", [None, "//q/a"])
+def test_one_input_row_several_output_rows_across_batches(yt_emulator, yt, queue):
+    """A one-to-many query whose outputs for one source row land in different batches (a
+    stream-stream join matching a later row of the other stream): the second output of source
+    row 3 must not replace the first, with or without a queue id in the key."""
+    create_output_table(yt, OUT, rows_schema(queue_id=queue is not None), queue_id=bool(queue))
+    sink = make_sink_for(yt_emulator)
+    assert run(sink, 0, [[rows(0, 0, 5, queue=queue)]]).status == "committed"
+    before = table_rows(yt)
+    second = rows(0, 3, 1, queue=queue, id_base=500)  # source row 3 again, another output
+    with pytest.raises(ConfigurationError, match="row_index=3.*earlier batch.*one-to-one"):
+        run(sink, 1, [[rows(0, 5, 3, queue=queue)], [second]])
+    assert [r for r in table_rows(yt) if r["row_index"] < 5] == before
+
+
+def test_rows_an_earlier_batch_wrote_with_the_same_values_are_allowed(yt_emulator, yt, good):
+    """A consumer moved back re-reads rows the writer already wrote: the same values under the
+    same keys, which is harmless."""
+    sink = make_sink_for(yt_emulator)
+    assert run(sink, 1, [[rows(0, 0, 8).slice(3)]]).status == "committed"
+    assert [r for r in table_rows(yt) if r["row_index"] < 5] == good
+
+
 def test_queue_id_in_rows_but_not_in_the_key(yt_emulator, yt, good):
     with pytest.raises(ConfigurationError, match="first key column.*queue_id=True"):
         run(make_sink_for(yt_emulator), 1, [[rows(0, 5, 3, queue="//q/a")]])

@@ -98,6 +98,39 @@ def test_lost_reply_before_the_commit_applied_retries_and_commits(sink, yt, yt_e
     assert_clean(yt, [0])
 
 
+@pytest.mark.parametrize("sub", ["init", "commit"])
+def test_a_sub_transaction_whose_commit_fails_is_aborted_before_the_retry(
+    sink, yt, yt_emulator, sub
+):
+    """Every try of the client to commit the first Init (or Commit) SubTx is cut before the
+    proxy applies it, so the commit request fails. That SubTx must be aborted there and then:
+    left open (and pinged by the batch's keeper), it holds its locks, and the retried unit
+    waits for them the whole ``lock_wait_timeout_s`` and blames another writer's commit."""
+    run(sink(), 0)
+    txm = yt_emulator.state.txm
+    failing: list[str] = []
+
+    def the_first_sub_tx(params) -> bool:
+        tx = str(params.get("transaction_id"))
+        found = txm.txs.get(tx)
+        title = str(found.attributes.get("title", "")) if found is not None else ""
+        if not failing and title.startswith(f"{sub} "):
+            failing.append(tx)
+        return tx in failing
+
+    yt_emulator.faults.lose_reply(
+        "commit_transaction", times=None, when="before", match=the_first_sub_tx
+    )
+    config = {**FAST, "proxy": {"retries": {"count": 2}}}
+    started = time.monotonic()
+    outcome = run(sink(client_config=config, lock_wait_timeout_s=10), 1)
+    yt_emulator.faults.clear()
+    assert outcome.status == "committed"
+    assert failing and time.monotonic() - started < 10
+    assert failing[0] not in open_transactions(yt)
+    assert_clean(yt, [0, 1])
+
+
 # -- 503s --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("command", ["write_table", "start_operation", "move", "set", "lock"])
 def test_503s_are_retried(sink, yt, yt_emulator, command):

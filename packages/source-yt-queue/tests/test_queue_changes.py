@@ -13,6 +13,7 @@ import pytest
 from conftest import append, make_queue, source_options
 
 from eosink import ConfigurationError
+from eosink_yt_queue.offsets import QueueChangedError
 from eosink_yt_queue.source import YtQueueStreamReader, parse_options
 
 Q = "//q/changing"
@@ -87,6 +88,67 @@ def test_a_queue_created_again_under_the_same_path_is_refused(yt_emulator):
     append(yt, Q, 0, 2000, 20)
     with pytest.raises(ConfigurationError, match="id changed"):
         next_batch(reader_of(yt_emulator), end)
+
+
+def read_planned(reader: YtQueueStreamReader, start: dict, end: dict) -> list[int]:
+    """Read a batch Spark planned earlier (its offsets from the offset log), as Spark replays
+    an unfinished batch: ``partitions`` and ``read`` only, no ``latestOffset``."""
+    ids = []
+    for partition in reader.partitions(start, end):
+        for batch in reader.read(partition):
+            ids.extend(batch.column("id").to_pylist())
+    return sorted(ids)
+
+
+def test_a_replayed_batch_of_a_queue_created_again_is_refused(yt_emulator):
+    """Batch 0 is planned (its end offset in the offset log), then the query dies; the queue is
+    removed and created again with as many rows. The restarted query replays batch 0 through
+    ``partitions``/``read`` without ``latestOffset``: it must not read the new queue's rows as
+    the old ones."""
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=2)
+    append(yt, Q, 0, 0, 10)
+    reader = reader_of(yt_emulator)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    planned = reader.partitions(start, end)  # tasks planned before the queue changed
+    assert read_planned(reader, start, end) == list(range(10))
+
+    recreate(yt, Q)
+    append(yt, Q, 0, 1000, 10)  # row indexes 0..9 again, other rows
+    with pytest.raises(QueueChangedError, match="id changed.*new checkpoint"):
+        read_planned(reader_of(yt_emulator), start, end)  # the restarted query's replay
+    for partition in planned:  # tasks of the running query, read after the change
+        with pytest.raises(QueueChangedError, match="id changed"):
+            list(reader.read(partition))
+
+
+def test_rows_of_a_queue_created_again_while_a_task_reads_are_never_given(yt_emulator):
+    """The queue is created again between two ``pull_queue`` requests of one task: the rows
+    pulled from the new queue are refused, not handed to Spark."""
+    yt = yt_emulator.client()
+    make_queue(yt, Q, tablets=1)
+    append(yt, Q, 0, 0, 10)
+    options = parse_options({**source_options(yt_emulator, pullRows=4), "path": Q})
+    reader = YtQueueStreamReader(options)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    (partition,) = reader.partitions(start, end)
+    pulls = []
+
+    def second_pull_meets_a_new_queue() -> None:
+        pulls.append(1)
+        if len(pulls) == 2:
+            recreate(yt, Q, tablets=1)
+            append(yt, Q, 0, 1000, 10)
+
+    yt_emulator.faults.on_next("pull_queue", second_pull_meets_a_new_queue, times=2)
+    given = []
+    with pytest.raises(QueueChangedError, match="id changed"):
+        for batch in reader.read(partition):
+            given.extend(batch.column("id").to_pylist())
+    assert len(pulls) == 2
+    assert given == [0, 1, 2, 3]
 
 
 def checkpoint_without_queue_ids(emulator, tablets: int, tablet: int, rows: int) -> dict:

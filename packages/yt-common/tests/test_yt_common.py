@@ -1,6 +1,7 @@
 """Shared YT code: schema mapping, value conversion, credentials kept out of reprs, unit retries."""
 
 import datetime
+import json
 import pickle
 
 import attrs
@@ -109,6 +110,30 @@ def test_client_options_are_shared_by_subclasses_and_parsed_from_spark_strings()
     assert pickle.loads(pickle.dumps(options)) == options
     with pytest.raises(ConfigurationError, match="JSON object"):
         SinkOptions(proxy="p", path="//t", client_config="{nope")
+
+
+def test_a_token_given_through_client_config_is_never_in_repr_nor_in_errors():
+    """YT's own config keys carry credentials too (``token``, ``oauth_client_secret``): given
+    through ``client_config`` they reach the client, never a repr or an error."""
+    secret = "AQAD-client-config-secret"
+    given = {"token": secret, "oauth_client_secret": secret, "proxy": {"request_timeout": 1000}}
+    for options in (
+        SinkOptions(proxy="p", path="//t", client_config=given),
+        options_from(SinkOptions, {"proxy": "p", "path": "//t", "clientConfig": json.dumps(given)}),
+    ):
+        connection = options.connection()
+        for text in (repr(options), str(options), repr(connection)):
+            assert secret not in text, text
+            assert "request_timeout" in text, text  # the rest of the config still shows
+        assert pickle.loads(pickle.dumps(connection)).config["token"] == secret
+        assert connection.client().config["token"] == secret  # the real client gets it
+    malformed = json.dumps(given)[:-1] + ",}"
+    with pytest.raises(ConfigurationError, match="client_config.*JSON object") as error:
+        SinkOptions(proxy="p", path="//t", client_config=malformed)
+    assert "AQAD" not in str(error.value)
+    with pytest.raises(ConfigurationError, match="client_config") as error:
+        options_from(SinkOptions, {"proxy": "p", "path": "//t", "clientConfig": f"[{secret!r}]"})
+    assert "AQAD" not in str(error.value)
 
 
 UTC = datetime.timezone.utc

@@ -63,9 +63,10 @@ class ProgressTable:
         rows = list(client.lookup_rows(self.path, [self._key(output_id, writer_id)]))
         return Proof.from_json(rows[0]["proof"]) if rows else None
 
-    def other_writers(self, client: Any, output_id: str, writer_id: str) -> dict[str, Spans]:
-        """The spans of every other writer of this table; rows of earlier tables at the same
-        path are deleted on the way (best effort: they are never read again)."""
+    def writers(self, client: Any, output_id: str) -> dict[str, Spans]:
+        """The spans of every writer of this table (the batch's own writer included: its
+        earlier batches' rows are checked too); rows of earlier tables at the same path are
+        deleted on the way (best effort: they are never read again)."""
         rows = list(
             client.select_rows(
                 f"output_id, writer_id, sources from [{self.path}] "
@@ -80,7 +81,7 @@ class ProgressTable:
         return {
             r["writer_id"]: decode_spans(r["sources"])
             for r in rows
-            if r["output_id"] == output_id and r["writer_id"] not in (writer_id, LOCK_ROW)
+            if r["output_id"] == output_id and r["writer_id"] != LOCK_ROW
         }
 
     def record(

@@ -53,6 +53,7 @@ from eosink_yt_dynamic.sources import (
     merge_spans,
     new_overlaps,
     overwrite_error,
+    rewrite_error,
     rows_within,
 )
 from eosink_yt_dynamic.tables import (
@@ -126,6 +127,9 @@ class WriteState:
     output_id: str
     #: Other writers' source spans a chunk must not meet (empty when the check is off).
     foreign: Foreign = ()
+    #: The source spans this writer's committed batches covered (empty when the check is
+    #: off): a chunk reaching into them may rewrite a row of an earlier batch.
+    earlier: Foreign = ()
 
 
 @attrs.frozen
@@ -227,7 +231,8 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
             queue_id_column=o.queue_id_column,
         )
         self.progress.ensure(client)
-        others = self.progress.other_writers(client, output_id, ctx.writer_id)
+        others = self.progress.writers(client, output_id)
+        mine = others.pop(ctx.writer_id, {})
         if o.check_duplicates:
             ensure_keys_table(client, o.keys_table)
         state = WriteState(
@@ -235,6 +240,7 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
             plan=plan,
             output_id=output_id,
             foreign=foreign_spans(others) if self._checks_sources(plan) else (),
+            earlier=foreign_spans({ctx.writer_id: mine}) if o.check_duplicates else (),
         )
         log.info(
             "yt_dynamic.init",
@@ -329,7 +335,7 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
         check_no_null_keys(chunk, plan, o.path)
         rows = yt_rows(chunk)  # refuses values YT cannot hold, before the chunk is registered
         spans = chunk_spans(chunk, plan)
-        self._check_other_writers(client, ctx, state, chunk, spans)
+        self._check_written_rows(client, ctx, state, chunk, spans)
         if o.check_duplicates:
             runs = key_runs(chunk, plan, o.path)  # raises on keys repeated in the chunk
             registrations = Registrations(
@@ -346,22 +352,29 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
         retry_unit(upsert, what=f"{ctx.label} partition {partition_id} chunk {n}")
         return spans
 
-    def _check_other_writers(
+    def _check_written_rows(
         self, client: Any, ctx: BatchContext, state: WriteState, chunk: pa.Table, spans: Spans
     ) -> None:
-        """Refuse a chunk that would overwrite another writer's rows with other values.
+        """Refuse a chunk that would overwrite, with other values, rows that another writer or
+        an earlier batch of this writer wrote.
 
-        Costs nothing unless the chunk's spans meet another writer's; then the rows inside
-        them are looked up in the table and compared (equal rows: the same source, harmless).
+        Costs nothing unless the chunk's spans meet those rows' spans: a writer reading a queue
+        in order writes each batch after its last one, and other writers' rows lie elsewhere.
+        Where they meet, the rows inside are looked up in the table and compared (equal rows:
+        the same source row read again, harmless); other writers' spans first, so that a row
+        both wrote (``update=true``: each its columns) is blamed on the other writer.
         """
         plan = state.plan
-        for overlap in meeting(spans, state.foreign):
+        for overlap in meeting(spans, state.foreign + state.earlier):
             ours = yt_rows(rows_within(chunk, plan, overlap))
             keys = [{k: row[k] for k in plan.key} for row in ours]
             stored = list(client.lookup_rows(self.options.path, keys))
             row = first_difference(ours, stored, plan, update=self.options.update)
-            if row is not None:
-                raise overwrite_error(plan, self.options.path, ctx.writer_id, overlap[0], row)
+            if row is None:
+                continue
+            if overlap[0] == ctx.writer_id:
+                raise rewrite_error(plan, self.options.path, ctx.writer_id, ctx.batch_id, row)
+            raise overwrite_error(plan, self.options.path, ctx.writer_id, overlap[0], row)
 
 
 def read_table(client: Any, path: str) -> list[dict[str, Any]]:

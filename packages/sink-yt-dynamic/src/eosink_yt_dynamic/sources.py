@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eosink.plugin import ConfigurationError
-from eosink_yt_dynamic.keys import KeyPlan
+from eosink_yt_dynamic.keys import FIX_DUPLICATES, KeyPlan
 
 #: source group (the key values before the row index) -> (first, last) row index
 Spans = dict[tuple[Any, ...], tuple[int, int]]
@@ -154,6 +154,19 @@ def overwrite_error(
         f"output table {path}: writer {writer!r} would overwrite rows that writer {other!r} "
         f"wrote with other values, e.g. the row ({key}); nothing of this chunk was written. "
         + FIX.format(other=other, path=path)
+    )
+
+
+def rewrite_error(
+    plan: KeyPlan, path: str, writer: str, batch: int, row: dict[str, Any]
+) -> ConfigurationError:
+    key = ", ".join(f"{k}={row[k]!r}" for k in plan.key)
+    return ConfigurationError(
+        f"output table {path}: the row ({key}), which writer {writer!r} wrote in an earlier "
+        f"batch, holds other values than batch {batch} writes under that key now; an upsert "
+        "would replace them, so nothing of this chunk was written. One source row gave output "
+        "rows in two batches (a one-to-many query, e.g. a join with another stream), or queues "
+        "were combined (union) without a queue id and their row numbers met. " + FIX_DUPLICATES
     )
 
 

@@ -224,18 +224,25 @@ class Pinger:
 @contextlib.contextmanager
 def sub_tx(client: Any, parent: str, timeout_s: float, title: str) -> Iterator[str]:
     """A sub transaction of ``parent`` (MainTx) for one unit of work: committed at the end of
-    the block, aborted when the block fails; the batch's :class:`BatchKeeper` pings it."""
+    the block, aborted when the block or the commit request fails; the batch's
+    :class:`BatchKeeper` pings it.
+
+    A SubTx whose commit request failed is aborted too: left open, the keeper would keep it
+    (and the locks it holds) alive for the batch's whole life, and the retried unit would wait
+    for those locks. If the commit did go through (its reply was lost), the abort finds no
+    such transaction and changes nothing.
+    """
     tx = start_tx(client, parent, timeout_s, title)
     try:
         with in_tx(client, tx):
             yield tx
+        commit(client, tx)
     except BaseException:
         try:
             abort(client, tx)
         except Exception as exc:  # noqa: BLE001 - the original error matters
             log.info("yt.abort_failed", tx=tx, error=type(exc).__name__)
         raise
-    commit(client, tx)
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")

@@ -85,13 +85,7 @@ def check_same_queues(
     """Refuse to plan from ``start`` when a queue is not the one it was taken from: another node
     id, a tablet that is gone, or fewer rows than the offsets already read. Tablets the queue
     gained (a reshard) are fine: they are read from their first row."""
-    for queue, old in sorted(start_ids.items()):
-        new = ids.get(queue)
-        if new is not None and new != old:
-            raise QueueChangedError(
-                f"queue {queue} is not the queue this query's checkpoint read: its id changed "
-                f"from {old} to {new} (it was removed and created again). {_CHANGED_FIX}"
-            )
+    check_same_ids(start_ids, ids)
     queues = {q for q, _ in counts}
     for (queue, tablet), row in sorted(start.items()):
         if queue not in queues:
@@ -108,6 +102,25 @@ def check_same_queues(
                 f"queue {queue}: tablet {tablet} holds {now.total} rows, but the checkpoint "
                 f"already read up to row {row}: the queue was created again or its rows were "
                 f"rolled back. {_CHANGED_FIX}"
+            )
+
+
+def check_same_ids(recorded: Mapping[str, str], ids: Mapping[str, str | None]) -> None:
+    """Refuse queues whose node id is not the one ``recorded`` with the offsets (a queue
+    removed and created again under the same path: ``None`` when it is gone for now)."""
+    for queue, old in sorted(recorded.items()):
+        if queue not in ids:
+            continue  # a queue this check was not asked about
+        new = ids[queue]
+        if new is None:
+            raise QueueChangedError(
+                f"queue {queue}, which this query's checkpoint read (node {old}), is gone. "
+                f"{_CHANGED_FIX}"
+            )
+        if new != old:
+            raise QueueChangedError(
+                f"queue {queue} is not the queue this query's checkpoint read: its id changed "
+                f"from {old} to {new} (it was removed and created again). {_CHANGED_FIX}"
             )
 
 

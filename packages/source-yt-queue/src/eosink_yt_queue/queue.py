@@ -44,6 +44,18 @@ def describe(client: Any, path: str) -> dict[str, Any]:
     return attrs
 
 
+def node_id(client: Any, path: str) -> str | None:
+    """The queue's node id now (``None`` when there is no node at ``path``)."""
+    from yt.wrapper.errors import YtResponseError
+
+    try:
+        return str(client.get(f"{path}/@id"))
+    except YtResponseError as exc:
+        if exc.is_resolve_error():
+            return None
+        raise
+
+
 def tablet_counts(client: Any, path: str, tablet_count: int) -> dict[Tablet, TabletCounts]:
     """Row counts of every tablet of the queue, in one ``get_tablet_infos`` request."""
     infos = client.get_tablet_infos(path, list(range(tablet_count)))["tablets"]

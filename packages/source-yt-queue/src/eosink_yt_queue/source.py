@@ -29,7 +29,7 @@ from eosink.logs import get_logger
 from eosink_yt_queue import consumer
 from eosink_yt_queue import offsets as off
 from eosink_yt_queue.options import QueueOptions
-from eosink_yt_queue.queue import describe, pull, tablet_counts
+from eosink_yt_queue.queue import describe, node_id, pull, tablet_counts
 
 log = get_logger("eosink.yt_queue")
 
@@ -47,11 +47,20 @@ def parse_options(options: Mapping[str, Any]) -> QueueOptions:
 class YtQueuePartition(InputPartition):
     """One task: a tablet range of a queue, and what the executor needs to read it."""
 
-    def __init__(self, options: QueueOptions, schema: list[dict], rng: off.TabletRange) -> None:
+    def __init__(
+        self,
+        options: QueueOptions,
+        schema: list[dict],
+        rng: off.TabletRange,
+        queue_id: str | None = None,
+    ) -> None:
         super().__init__(rng)
         self.options = options
         self.schema = schema
         self.rng = rng
+        #: The node id of the queue the batch's offsets were taken from (None for offsets of
+        #: checkpoints written before offsets carried it): rows are read from that queue only.
+        self.queue_id = queue_id
 
 
 def describe_all(client: Any, options: QueueOptions) -> dict[str, dict[str, Any]]:
@@ -141,18 +150,36 @@ class YtQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return off.to_json(off.limit_rows(begin, latest, max_rows), self.ids)
 
     def partitions(self, start: dict, end: dict) -> list[YtQueuePartition]:
+        """The tasks of the batch ``[start, end)``. Spark also calls this (without
+        ``latestOffset``) to replay an unfinished batch from the offset log after a restart,
+        so the queues' ids recorded with ``end`` are checked here and by every task."""
         ranges = off.split(
             off.from_json(start), off.from_json(end), self.options.rows_per_partition
         )
+        recorded = {**off.ids_from_json(start), **off.ids_from_json(end)}
+        off.check_same_ids(recorded, {q: self.ids.get(q) for q in {r.queue for r in ranges}})
         return [
-            YtQueuePartition(self.options, list(self.attributes[r.queue]["schema"]), r)
+            YtQueuePartition(
+                self.options, list(self.attributes[r.queue]["schema"]), r, recorded.get(r.queue)
+            )
             for r in ranges
         ]
 
     def read(self, partition: YtQueuePartition) -> Iterator[pa.RecordBatch]:
+        """The rows of the partition's range, each request's rows given to Spark only after
+        the queue's id was read again: the rows came from the queue the offsets name, not
+        from one created again under its path since the batch was planned."""
         options, rng = partition.options, partition.rng
         client = options.connection().client()
+
+        def check_queue() -> None:
+            if partition.queue_id is not None:
+                now = {rng.queue: node_id(client, rng.queue)}
+                off.check_same_ids({rng.queue: partition.queue_id}, now)
+
+        check_queue()
         for rows in pull(client, rng, options.pull_rows):
+            check_queue()
             extra = {}
             if options.queue_id_column:
                 extra[options.queue_id_column] = pa.array([rng.queue] * len(rows), pa.string())

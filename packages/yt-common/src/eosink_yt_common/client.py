@@ -9,6 +9,7 @@ itself); it is never part of a ``repr`` and never logged.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import attrs
@@ -27,8 +28,9 @@ class YtConnection:
     #: Proxy discovery (``GET /hosts``) balances heavy requests across proxies on real
     #: clusters; emulators and single-proxy setups turn it off.
     proxy_discovery: bool = True
-    #: Extra client configuration, merged over eosink's defaults (YT's config keys).
-    config: dict[str, Any] = attrs.field(factory=dict)
+    #: Extra client configuration, merged over eosink's defaults (YT's config keys); it may
+    #: hold credentials (``token``), masked in the repr.
+    config: dict[str, Any] = attrs.field(factory=dict, repr=lambda c: repr(masked_config(c)))
 
     def client(self) -> Any:
         """A new ``yt.wrapper.YtClient`` (not thread-safe: one per thread or task)."""
@@ -46,16 +48,45 @@ class YtConnection:
         return YtClient(proxy=self.proxy, token=self.token, config=config)
 
 
+#: Config keys whose values are credentials (YT's ``token``, ``oauth_client_secret``,
+#: ``tvm_auth``, ...): masked wherever the config is shown.
+_SECRET_KEY = re.compile(r"token|secret|passw|auth|credential|cookie|private|cert", re.I)
+MASK = "***"
+
+
+def masked_config(value: Any) -> Any:
+    """``value`` (a client config) with the values of credential keys replaced by ``***``; a
+    flag or an unset value (``enable_token: false``, ``token: null``) stays as it is."""
+    if isinstance(value, dict):
+        return {
+            key: (
+                MASK
+                if _SECRET_KEY.search(str(key)) and not isinstance(item, (bool, type(None)))
+                else masked_config(item)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [masked_config(item) for item in value]
+    return value
+
+
 def client_config_option(value: Any) -> dict[str, Any]:
-    """The ``client_config`` option of a YT sink: a dict, or a JSON object from Spark options."""
+    """The ``client_config`` option of a YT sink: a dict, or a JSON object from Spark options.
+
+    The text is never quoted in an error: it may hold a token.
+    """
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else {}
-        except ValueError:
+        except ValueError as exc:
+            where = f" ({exc.msg} at character {exc.pos})" if hasattr(exc, "pos") else ""
             raise ConfigurationError(
-                f"option client_config: {value[:80]!r} is not JSON; give a JSON object such as "
+                f"option client_config is not JSON{where}; give a JSON object such as "
                 '{"proxy": {"request_timeout": 20000}}'
             ) from None
     if not isinstance(value, dict):
-        raise ConfigurationError("option client_config: give a dict (or a JSON object)")
+        raise ConfigurationError(
+            f"option client_config: give a dict (or a JSON object), not a {type(value).__name__}"
+        )
     return value

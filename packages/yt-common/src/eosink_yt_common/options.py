@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from eosink_yt_common.client import YtConnection, client_config_option
+from eosink_yt_common.client import YtConnection, client_config_option, masked_config
 
 
 @attrs.frozen(kw_only=True)
@@ -26,7 +26,10 @@ class YtClientOptions:
     proxy_discovery: bool = True
     #: Extra YT client configuration (YT's config keys), a dict or its JSON text, merged over
     #: eosink's defaults, e.g. ``{"proxy": {"request_timeout": 60000}}``.
-    client_config: dict[str, Any] = attrs.field(factory=dict, converter=client_config_option)
+    #: Credentials in it (YT's ``token`` key) are masked in the repr.
+    client_config: dict[str, Any] = attrs.field(
+        factory=dict, converter=client_config_option, repr=lambda c: repr(masked_config(c))
+    )
 
     def connection(self, **defaults: Any) -> YtConnection:
         """The picklable connection these options describe; ``defaults`` are client config
