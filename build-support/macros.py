@@ -36,6 +36,14 @@ SPARK_TEST_GLOBS = ("**/test_*spark*.py", "**/test_e2e_*.py")
 # cluster): tagged "spark" and "cluster", so `--tag=-spark` skips them with the other Spark
 # tests and `--tag=-cluster` alone.
 CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
+# Tests that need JVM artifacts (3rdparty/jvm/artifacts.txt: Delta's or Iceberg's Spark
+# connector, S3A, Kafka, the JDBC driver), fetched by build-support/jvm-jars through
+# eosink.testing.jvm: tagged "spark" and "jvm", each file a pytest process of its own (a
+# session's spark.jars are fixed when its JVM starts, so files with other jars cannot share
+# one), with the script and the pins in the sandbox. The jars themselves stay in the checkout's
+# .jvm/ ([test].extra_env_vars names it): fetched once, on first use.
+JVM_TEST_GLOBS = ("**/test_jvm_*.py",)
+JVM_FETCH = ("build-support:jvm-jars", "3rdparty/jvm:artifacts")
 # Tests that build every wheel and install them as a user would (eosink's Requires-Dist against
 # an allow-list; a clean venv with eosink + eosink-files from the package index runs a batch):
 # one pytest process of their own (~2 min, most of it pip), tagged "install".
@@ -159,7 +167,8 @@ def eosink_tests(
     spark_timeout:   seconds for each Spark test file (default: pants.toml's timeout_default),
                      for a package whose few Spark files each start several queries
     Spark tests (SPARK_TEST_GLOBS) get the "spark" tag and share one pytest process per
-    package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another.
+    package; cluster tests (CLUSTER_TEST_GLOBS) the tags "spark" and "cluster", and another;
+    JVM tests (JVM_TEST_GLOBS) the tags "spark" and "jvm", one process per file.
     """
     package_dir = build_file_dir().parent
     package = package_dir.name or "repo"
@@ -177,19 +186,37 @@ def eosink_tests(
         sources=[
             "**/test_*.py",
             "**/*_test.py",
-            *[f"!{glob}" for glob in SPARK_TEST_GLOBS + CLUSTER_TEST_GLOBS + INSTALL_TEST_GLOBS],
+            *[
+                f"!{glob}"
+                for glob in SPARK_TEST_GLOBS
+                + CLUSTER_TEST_GLOBS
+                + INSTALL_TEST_GLOBS
+                + JVM_TEST_GLOBS
+            ],
         ],
         stevedore_namespaces=namespaces,
         dependencies=extra,
     )
     python_tests(
         name="spark",
-        sources=[*SPARK_TEST_GLOBS, *[f"!{glob}" for glob in CLUSTER_TEST_GLOBS]],
+        sources=[
+            *SPARK_TEST_GLOBS,
+            *[f"!{glob}" for glob in CLUSTER_TEST_GLOBS + JVM_TEST_GLOBS],
+        ],
         tags=["spark"],
         batch_compatibility_tag=f"spark-{package}",
         stevedore_namespaces=namespaces,
         dependencies=extra,
         **({"timeout": spark_timeout} if spark_timeout else {}),
+    )
+    python_tests(
+        name="jvm",
+        sources=list(JVM_TEST_GLOBS),
+        tags=["spark", "jvm"],
+        stevedore_namespaces=namespaces,
+        dependencies=[*extra, *JVM_FETCH],
+        # A cold fetch of the jars (minutes) may fall to the first file that runs.
+        timeout=1200,
     )
     if install_packages:
         _install_tests(package, extra, install_packages)

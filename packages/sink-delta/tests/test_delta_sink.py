@@ -177,24 +177,9 @@ def test_narrower_types_widen_and_missing_nullable_columns_are_null(path):
     assert back[7] is None and back[8] is None and len(back) == 7
 
 
-def test_txn_retention_cannot_expire_this_writers_evidence(path):
-    """Delta expires txns by lastUpdated; eosink writes none, so its evidence stays."""
-    sink = DeltaSink(path=path)
-    run(sink, 0)
-    DeltaTable(path).alter.set_table_properties(
-        {"delta.setTransactionRetentionDuration": "interval 1 seconds"}
-    )
-    run(sink, 1)
-    time.sleep(1.5)
-    run(DeltaSink(path=path), 0, [rows(0)], writer_id="other")
-    DeltaTable(path).create_checkpoint()
-    assert DeltaTable(path).transaction_version("w") == 1
-    assert run(sink, 1).status == "skipped"
-    assert len(ids(path)) == 15
-
-
 def test_a_txn_with_last_updated_would_expire(tmp_path):
-    """Why eosink omits lastUpdated: with it, the same retention loses the txn (and skips)."""
+    """delta-rs, too, drops a txn whose lastUpdated is past the retention: hence eosink's floor
+    on the retention (test_txn_retention.py)."""
     path = str(tmp_path / "t")
     write_deltalake(
         path,

@@ -1,6 +1,6 @@
 """Engine choice, and the delta-spark engine's shared parts against an emulated Delta writer.
 
-Delta's Spark jars are not available here, so ``EmulatedDeltaWriter`` plays
+Without a JVM (Delta's own connector runs in test_jvm_delta_*.py), ``EmulatedDeltaWriter`` plays
 ``df.write.format("delta")`` with Delta's documented txn semantics (a version at or below the
 app id's last one is ignored; the txn carries ``lastUpdated``; ``userMetadata`` lands in
 ``commitInfo``), committing through delta-rs. What is tested is eosink's side: the identity,
@@ -77,10 +77,12 @@ class EmulatedSession:
     def __init__(self, jars: bool):
         self.sparkContext = self
         self._jvm = self if jars else None
-        self.java = self.lang = self.Class = self
+        self.org = self.apache = self.spark = self.util = self.Utils = self
 
-    def forName(self, name):  # noqa: N802 - the JVM's name
-        assert name == engines.DELTA_CLASS
+    def classForName(self, name, initialize, no_spark_class_loader):  # noqa: N802 - Spark's
+        """Spark's ``Utils.classForName``: the context or Spark class loader, which holds the
+        jars Spark loaded itself (test_jvm_delta_spark_engine.py runs the real one)."""
+        assert name == engines.DELTA_CLASS and no_spark_class_loader is False
 
 
 def df_of(batch_id: int, jars: bool = True) -> EmulatedDataFrame:
@@ -138,7 +140,24 @@ def test_delta_spark_stream_records_and_reads_the_proof(path):
     assert txns(path) == [("w", 0), ("w", 1)]
 
 
-def test_delta_spark_refuses_txn_retention(path):
+def test_delta_spark_refuses_a_short_txn_retention(path):
+    """Both engines stamp their txn with lastUpdated: both refuse a retention under 7 days."""
+    DeltaTable.create(
+        path,
+        rows(0).schema,
+        configuration={"delta.setTransactionRetentionDuration": "interval 1 hours"},
+    )
+    opts = DeltaSink(path=path, engine="delta-spark").options
+    ctx = BatchContext(sink="delta", writer_id="w", batch_id=0, kind="batch")
+    df = df_of(0)
+    with pytest.raises(ConfigurationError, match="at least 7 days"):
+        engines.write_with_delta_spark(df, ctx, opts)
+    assert df.calls == []
+    with pytest.raises(ConfigurationError, match="at least 7 days"):
+        run(DeltaSink(path=path), 0)
+
+
+def test_delta_spark_writes_under_a_long_txn_retention(path):
     DeltaTable.create(
         path,
         rows(0).schema,
@@ -146,12 +165,8 @@ def test_delta_spark_refuses_txn_retention(path):
     )
     opts = DeltaSink(path=path, engine="delta-spark").options
     ctx = BatchContext(sink="delta", writer_id="w", batch_id=0, kind="batch")
-    df = df_of(0)
-    with pytest.raises(ConfigurationError, match="UNSET TBLPROPERTIES"):
-        engines.write_with_delta_spark(df, ctx, opts)
-    assert df.calls == []
-    # The delta-rs engine's txn has no lastUpdated: retention cannot expire it, so it writes.
-    assert run(DeltaSink(path=path), 0).status == "committed"
+    engines.write_with_delta_spark(df_of(0), ctx, opts)
+    assert txns(path) == [("w", 0)]
 
 
 def test_delta_spark_checks_partitions_and_paths(path, tmp_path):

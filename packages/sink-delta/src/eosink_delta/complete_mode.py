@@ -10,6 +10,7 @@ meanwhile, the commit is decided again on the table brought up to date.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from eosink.plugin import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
@@ -92,9 +93,9 @@ def _commit_on(
         for f in files
     ]
     properties = CommitProperties(
-        # No last_updated: Delta's txn retention expires txns by it, so without it this
-        # writer's evidence never expires (see eosink_delta.table).
-        app_transactions=[Transaction(ctx.writer_id, ctx.batch_id)],
+        # last_updated: Delta's Spark connector keeps a txn without one for no time at all once
+        # a table sets a txn retention (see eosink_delta.proof).
+        app_transactions=[Transaction(ctx.writer_id, ctx.batch_id, int(time.time() * 1000))],
         custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
     )
     table.create_write_transaction(

@@ -44,9 +44,15 @@ NO_JARS = (
 
 
 def delta_jars_present(spark: Any) -> bool:
-    """Whether ``spark`` (classic, with a JVM) can load Delta's Spark classes."""
+    """Whether ``spark`` (classic, with a JVM) can load Delta's Spark classes.
+
+    Asked through Spark's own class loading (``Utils.classForName``: the context or Spark class
+    loader), the way Spark finds ``format("delta")``: jars Spark loads itself (``spark.jars``,
+    ``spark.jars.packages``) are on that loader only. ``Class.forName(name)`` through py4j
+    asks the application class loader, which sees only the JVM's launch classpath."""
     try:
-        spark.sparkContext._jvm.java.lang.Class.forName(DELTA_CLASS)  # noqa: SLF001
+        jvm = spark.sparkContext._jvm  # noqa: SLF001
+        jvm.org.apache.spark.util.Utils.classForName(DELTA_CLASS, False, False)
     except Exception:  # noqa: BLE001 - Spark Connect, or no jars
         return False
     return True

@@ -57,8 +57,15 @@ def actions(
     }
     out: list[dict[str, Any]] = [
         {"commitInfo": info},
-        # No lastUpdated: Delta's txn retention expires txns by it (see eosink_delta.proof).
-        {"txn": {"appId": ctx.writer_id, "version": ctx.batch_id}},
+        # lastUpdated: Delta's Spark connector keeps a txn without one for no time at all once
+        # a table sets a txn retention (see eosink_delta.proof).
+        {
+            "txn": {
+                "appId": ctx.writer_id,
+                "version": ctx.batch_id,
+                "lastUpdated": info["timestamp"],
+            }
+        },
     ]
     for f in files:
         out.append(

@@ -18,10 +18,11 @@ This is the ``delta`` sink's exactly-once evidence, in one place:
   the log (:mod:`eosink_delta.log_view`).
 
 Txn retention: Delta expires an app transaction (``delta.setTransactionRetentionDuration``)
-by its ``lastUpdated`` time. eosink's delta-rs engine writes its ``txn`` without
-``lastUpdated``, so no retention setting can expire it. Delta's own Spark writer sets
-``lastUpdated``: that engine refuses tables that set a retention
-(:func:`eosink_delta.table.check_table_features`).
+by its ``lastUpdated`` time, and Delta's Spark connector drops a txn *without* one as soon as
+a table sets a retention (its log replay keeps only a ``lastUpdated`` newer than the cut-off;
+its next checkpoint then lacks the txn), while delta-rs keeps such a txn for ever. So both
+engines stamp the txn with ``lastUpdated``, and a retention shorter than the time a query may
+take to replay a batch is refused (:func:`eosink_delta.table.check_txn_retention`).
 """
 
 from __future__ import annotations

@@ -103,22 +103,79 @@ def check_table_features(
             "query's output mode is complete, which replaces the table's content; use append "
             "mode, or unset delta.appendOnly"
         )
-    retention = config.get(TXN_RETENTION)
-    if retention and engine == "delta-spark":
+    check_txn_retention(uri, config.get(TXN_RETENTION), engine=engine)
+
+
+#: The shortest txn retention eosink writes under: a query stopped after a failure replays its
+#: last batch when it restarts, and skips it only while the batch's txn is kept. Seven days,
+#: Delta's own horizon for a writer still at work (``delta.deletedFileRetentionDuration``).
+MIN_TXN_RETENTION = dt.timedelta(days=7)
+#: Delta's interval units (``interval 30 days``), in seconds; months and years are refused
+#: by Delta itself for durations.
+_UNITS = {
+    "week": 7 * 86400,
+    "day": 86400,
+    "hour": 3600,
+    "minute": 60,
+    "second": 1,
+    "millisecond": 1e-3,
+    "microsecond": 1e-6,
+}
+
+
+def txn_retention(value: str) -> dt.timedelta | None:
+    """A ``delta.setTransactionRetentionDuration`` value (``interval 30 days``, ``2 weeks``,
+    ``interval 1 day 12 hours``) as a duration; None if it is not one."""
+    words = str(value).strip().lower().split()
+    if words and words[0] == "interval":
+        words = words[1:]
+    if not words or len(words) % 2:
+        return None
+    seconds = 0.0
+    for number, unit in zip(words[::2], words[1::2]):
+        unit = unit[:-1] if unit.endswith("s") else unit
+        try:
+            seconds += float(number) * _UNITS[unit]
+        except (KeyError, ValueError):
+            return None
+    return dt.timedelta(seconds=seconds)
+
+
+def check_txn_retention(uri: str, retention: str | None, *, engine: str) -> None:
+    """Refuse a txn retention shorter than :data:`MIN_TXN_RETENTION`.
+
+    Both engines stamp their txn with ``lastUpdated`` (Delta's Spark connector keeps a txn
+    without one for no time at all once a retention is set), so the retention decides how long
+    a batch's evidence lives: a query that restarts later than that after a failure writes its
+    replayed batch a second time. A longer retention is accepted with that horizon logged.
+    """
+    if not retention:
+        return
+    kept = txn_retention(retention)
+    fix = (
+        f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('{TXN_RETENTION}' = 'interval 7 days') "
+        f"(or longer), or UNSET TBLPROPERTIES ('{TXN_RETENTION}') to keep txns for ever"
+    )
+    if kept is None:
         raise ConfigurationError(
-            f"sink 'delta': the table at {uri} sets {TXN_RETENTION}={retention}: Delta's Spark "
-            "writer stamps its txn with a time, and the retention would expire it, and with it the "
-            "evidence eosink skips replayed batches by (they would be written twice). Unset it "
-            f"(ALTER TABLE delta.`{uri}` UNSET TBLPROPERTIES ('{TXN_RETENTION}')), or use the "
-            "delta-rs engine, whose txn never expires."
+            f"sink 'delta': the table at {uri} sets {TXN_RETENTION}={retention!r}, which is not "
+            f"a Delta interval (e.g. 'interval 30 days'); set it to one: {fix}"
         )
-    if retention:
-        log.info(
-            "delta.txn_retention_ignored",
-            table=uri,
-            retention=retention,
-            reason="eosink's txn carries no lastUpdated, so retention cannot expire it",
+    if kept < MIN_TXN_RETENTION:
+        raise ConfigurationError(
+            f"sink 'delta': the table at {uri} sets {TXN_RETENTION}={retention!r}: Delta drops a "
+            "writer's txn that long after its last commit, and with it the evidence eosink skips "
+            "a replayed batch by, so a query restarted later than that after a failure would "
+            f"write its last batch twice. eosink needs at least 7 days: {fix}"
         )
+    log.info(
+        "delta.txn_retention",
+        table=uri,
+        retention=retention,
+        engine=engine,
+        horizon="a query restarted later than the retention after a failure writes its "
+        "replayed batch again",
+    )
 
 
 def check_partitions(uri: str, table_columns: list[str], wanted: tuple[str, ...]) -> None:
