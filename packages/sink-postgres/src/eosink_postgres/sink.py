@@ -44,13 +44,13 @@ from eosink.plugin import (
     hookimpl,
 )
 from eosink.logs import get_logger
-from eosink_postgres import copy_binary, store
+from eosink_postgres import copy_binary, identity, store
 from eosink_postgres import proof as proof_rows
 from eosink_postgres.move import move_rows
 from eosink_postgres.operator_hooks import PostgresOperatorHooks
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 from eosink_postgres.schema import check_target, create_target
-from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote, refuse_nul
+from eosink_postgres.types import check_values, columns_sql, copy_rows, copy_type, pg_type, quote
 
 log = get_logger("eosink.postgres")
 
@@ -362,7 +362,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                     if encoded:  # whole buffers: the signature here, the trailer at the end
                         copy.write(copy_binary.SIGNATURE)
                 if encoded:
-                    refuse_nul(batch)
+                    check_values(batch, row_by_row=False)
                     copy.write(copy_binary.encode_rows(batch, pg_types))
                 else:
                     for row in copy_rows(batch):
