@@ -312,3 +312,21 @@ def test_nul_character_in_jsonb(database):
     )
     run(PostgresSink(url=database, table="events"), 0, [[fine]])
     assert [r["st"] for r in read_table(database, "events")] == [{"t": text, "l": [text]}]
+
+
+def test_zoned_instants_near_year_one_nested(database):
+    """Instants near year 1 in a zone west of UTC inside an array and a struct (row by row)
+    are stored as the instants they are."""
+    first = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+    zone = pa.timestamp("us", "America/New_York")
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1], pa.int64()),
+            "arr": pa.array([[first]], pa.list_(zone)),
+            "st": pa.array([{"t": first}], pa.struct([("t", zone)])),
+        }
+    )
+    run(PostgresSink(url=database, table="events"), 0, [[batch]])
+    (row,) = read_table(database, "events")
+    assert row["arr"] == [first]
+    assert dt.datetime.fromisoformat(row["st"]["t"]) == first

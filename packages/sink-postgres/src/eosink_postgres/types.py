@@ -234,6 +234,19 @@ def check_values(batch: pa.RecordBatch, row_by_row: bool) -> None:
         _check_range(name, column, row_by_row)
 
 
+def _utc(t: pa.DataType) -> pa.DataType:
+    """``t`` with every zoned timestamp in it (nested ones too) zoned in UTC."""
+    if pa.types.is_timestamp(t) and t.tz:
+        return pa.timestamp(t.unit, "UTC")
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_utc(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_utc(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_utc(t.value_type)))
+    return t  # maps and fixed-size lists: as they are (their keys are rarely instants)
+
+
 def _column_values(field: pa.Field, column: pa.Array) -> list[Any]:
     t = column.type
     if pa.types.is_timestamp(t) and t.unit == "ns":
@@ -245,11 +258,18 @@ def _column_values(field: pa.Field, column: pa.Array) -> list[Any]:
                 "truncate the timestamps in the query"
             ) from None
         t = column.type
-    if pa.types.is_timestamp(t) and t.tz:
+    if _utc(t) != t:
         # the same instants in UTC: in a zone west of UTC, year 1 would be year 0 locally,
         # which Python cannot hold
-        column = column.cast(pa.timestamp(t.unit, "UTC"))
-    values = column.to_pylist()
+        column = column.cast(_utc(t))
+    try:
+        values = column.to_pylist()
+    except (OverflowError, ValueError) as exc:  # e.g. a zoned instant nested in a list
+        raise ConfigurationError(
+            f"{SINK}: column {field.name!r} holds a value Python cannot convert ({exc}); this "
+            "batch goes row by row (it has a numeric, array or json column): cast the column "
+            "in the query (e.g. timestamps to UTC)"
+        ) from None
     if pg_type(field) == "jsonb":
         from psycopg.types.json import Jsonb
 
