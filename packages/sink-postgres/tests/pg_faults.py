@@ -6,7 +6,8 @@ messages are held until one ends a request (``Query``, ``Sync``, ``CopyDone``, `
 then go to the server together. Each request is classified by its statement (the ``Query``'s
 text, or the last ``Parse``'s): ``head`` (BEGIN), ``list`` (catalog questions), ``get`` (other
 reads), ``put`` (INSERT, CREATE, COPY, COMMIT...), ``delete`` (DROP, DELETE, ROLLBACK), with the
-statement's start as the key (so a fault may aim at ``^COMMIT``). An armed
+statement's start as the key (so a fault may aim at ``^COMMIT``); :meth:`FaultProxy.before` runs
+another program's action when a chosen statement arrives, before it reaches the server. An armed
 :class:`~eosink.testing.faultfs.StoreFault` fires at its ``after``-th matching request:
 
 * ``error`` / ``short_write``: the connection is cut and the request never reaches the server;
@@ -23,6 +24,7 @@ import re
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -126,6 +128,7 @@ class Connection:
                     continue
                 statement = "COPY" if kind in (b"c", b"f") else self.parsed
                 op, key = classify(statement)
+                self.proxy.run_actions(key)
                 fault = self.proxy.due(op, key)
                 if fault is not None and fault.kind in ("error", "short_write"):
                     break  # cut: the request never reaches the server
@@ -183,6 +186,7 @@ class FaultProxy(ArmedFaults):
         self._fired: list[Fired] = []
         self.requests = 0
         self.connections: list[Connection] = []
+        self.actions: list[tuple[str, Callable[[], None]]] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
@@ -203,6 +207,20 @@ class FaultProxy(ArmedFaults):
             conn = Connection(self, client)
             self.connections = [c for c in self.connections if not c.closed.is_set()] + [conn]
             threading.Thread(target=conn.run, daemon=True).start()
+
+    def before(self, statement: str, action: Callable[[], None]) -> None:
+        """Run ``action`` (once) when the next request whose statement matches ``statement``
+        (a regular expression searched in its start) arrives, before it goes to the server:
+        another program's move at that exact point of the sink's work."""
+        with self.lock:
+            self.actions.append((statement, action))
+
+    def run_actions(self, key: str) -> None:
+        with self.lock:
+            due = [a for a in self.actions if re.search(a[0], key)]
+            self.actions = [a for a in self.actions if a not in due]
+        for _, action in due:
+            action()
 
     # -- the simulation's FaultTarget ------------------------------------------------------------
     @property

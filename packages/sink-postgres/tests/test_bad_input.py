@@ -191,3 +191,142 @@ def test_complete_with_upsert(database):
     sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
     with pytest.raises(EosinkError, match="exclude each other"):
         run(sink, 0, batch_rows(0), mode="complete")
+
+
+# -- values PostgreSQL cannot hold, targets the commit cannot fill (issue 34, finding 15) -------
+DAYS_PG_MIN = -2_440_588  # 4714-11-24 BC, PostgreSQL's first date, in days since 1970
+DAYS_PG_END = 2_145_042_906  # the first day after PostgreSQL's last date (5874897-12-31)
+MICROS_PG_MIN = -210_866_803_200_000_000  # PostgreSQL's first timestamp, since 1970
+DECIMAL = pa.array([None], pa.decimal128(5, 1))  # a column that sends a batch row by row
+
+
+@pytest.mark.parametrize("row_by_row", [False, True], ids=["column-wise", "row-by-row"])
+@pytest.mark.parametrize(
+    ("column", "values"),
+    [
+        # int32 days that the encoder's 2000-based shift wraps to infinity or to a valid date
+        ("d", pa.array([-(2**31) + 10_956], pa.date32())),
+        ("d", pa.array([-(2**31) + 100], pa.date32())),
+        ("d", pa.array([DAYS_PG_MIN - 1], pa.date32())),
+        ("d", pa.array([DAYS_PG_END], pa.date32())),
+        # int64 microseconds that wrap to year 294247, or to -infinity
+        ("ts", pa.array([-(2**63) + 1], pa.timestamp("us"))),
+        ("ts", pa.array([-(2**63) + 946_684_800_000_000], pa.timestamp("us"))),
+        ("tz", pa.array([MICROS_PG_MIN - 1], pa.timestamp("us", "UTC"))),
+    ],
+)
+def test_dates_and_timestamps_out_of_range(database, column, values, row_by_row):
+    """A date or timestamp PostgreSQL cannot hold is refused naming the column, never stored
+    as infinity or as another instant."""
+    columns = {"id": pa.array([1], pa.int64()), column: values}
+    if row_by_row:
+        columns["dec"] = DECIMAL
+    with pytest.raises(ConfigurationError, match=rf"column '{column}'.*(range|year)"):
+        run(PostgresSink(url=database, table="events"), 0, [[pa.record_batch(columns)]])
+    assert read_table(database, "events") == []
+    assert staging_tables(database) == []
+
+
+def test_dates_and_timestamps_at_the_edges_are_kept(database):
+    """Spark's first and last day and instant, row by row too, in a zone west of UTC (an
+    instant near year 1 there is in year 0 of the local calendar)."""
+    first = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=dt.timezone.utc)
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "d": pa.array([dt.date(1, 1, 1), dt.date(9999, 12, 31)], pa.date32()),
+            "ts": pa.array([first, last], pa.timestamp("us", "America/New_York")),
+            "dec": pa.array([None, None], pa.decimal128(5, 1)),
+        }
+    )
+    run(PostgresSink(url=database, table="events"), 0, [[batch]])
+    rows = sorted(read_table(database, "events"), key=lambda r: r["id"])
+    assert [r["d"] for r in rows] == [dt.date(1, 1, 1), dt.date(9999, 12, 31)]
+    assert [r["ts"] for r in rows] == [first, last]
+
+
+def test_maps_are_json_objects_empty_or_not(database):
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "m": pa.array([[("k", 1)], [], None], pa.map_(pa.string(), pa.int64())),
+            "st": pa.array(
+                [{"m": []}, {"m": [("a", 2)]}, {"m": None}],
+                pa.struct([("m", pa.map_(pa.string(), pa.int64()))]),
+            ),
+            "lm": pa.array([[[]], [], None], pa.list_(pa.map_(pa.string(), pa.int64()))),
+        }
+    )
+    run(PostgresSink(url=database, table="events"), 0, [[batch]])
+    with admin(database) as conn:
+        got = conn.execute("SELECT id, m::text, st::text, lm::text FROM events ORDER BY id")
+        rows = got.fetchall()
+    assert rows == [
+        (1, '{"k": 1}', '{"m": {}}', "[{}]"),
+        (2, "{}", '{"m": {"a": 2}}', "[]"),
+        (3, None, '{"m": null}', None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "match"),
+    [
+        ("id bigint, name json", r"column 'name' is json in the table, the stream's is text"),
+        ("id numeric(10,0), name text", r"column 'id' is numeric\(10,0\) in the table"),
+        ("id numeric(20,2), name text", r"column 'id' is numeric\(20,2\) in the table"),
+    ],
+)
+def test_targets_the_commit_cannot_fill(database, ddl, match):
+    """Refused at init, before anything is staged: a commit could never move these rows (no
+    cast from text to json) or only some of them (a bigint needs 19 digits)."""
+    with admin(database) as conn:
+        conn.execute(f"CREATE TABLE events ({ddl})")
+    with pytest.raises(ConfigurationError, match=match):
+        run(PostgresSink(url=database, table="events"), 0, batch_rows(0))
+    assert read_table(database, "events") == []
+    assert staging_tables(database) == []
+
+
+def test_numeric_wide_enough_for_bigint(database):
+    with admin(database) as conn:
+        conn.execute("CREATE TABLE events (id numeric(19,0), name text)")
+    big = pa.record_batch({"id": pa.array([2**63 - 1, -(2**63)], pa.int64()), "name": ["a", "b"]})
+    run(PostgresSink(url=database, table="events"), 0, [[big]])
+    assert sorted(r["id"] for r in read_table(database, "events")) == [-(2**63), 2**63 - 1]
+
+
+def test_nul_character_in_jsonb(database):
+    """A real NUL inside a struct is refused naming the column; the six characters
+    ``\\u0000`` are text like any other and are stored as they are."""
+    struct = pa.struct([("t", pa.string()), ("l", pa.list_(pa.string()))])
+    bad = pa.record_batch(
+        {"id": pa.array([1], pa.int64()), "st": pa.array([{"t": "a", "l": ["x\x00"]}], struct)}
+    )
+    with pytest.raises(ConfigurationError, match=r"column 'st' holds the NUL character"):
+        run(PostgresSink(url=database, table="events"), 0, [[bad]])
+    assert read_table(database, "events") == []
+    text = "\\u0000 and \\x00"
+    fine = pa.record_batch(
+        {"id": pa.array([2], pa.int64()), "st": pa.array([{"t": text, "l": [text]}], struct)}
+    )
+    run(PostgresSink(url=database, table="events"), 0, [[fine]])
+    assert [r["st"] for r in read_table(database, "events")] == [{"t": text, "l": [text]}]
+
+
+def test_zoned_instants_near_year_one_nested(database):
+    """Instants near year 1 in a zone west of UTC inside an array and a struct (row by row)
+    are stored as the instants they are."""
+    first = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+    zone = pa.timestamp("us", "America/New_York")
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1], pa.int64()),
+            "arr": pa.array([[first]], pa.list_(zone)),
+            "st": pa.array([{"t": first}], pa.struct([("t", zone)])),
+        }
+    )
+    run(PostgresSink(url=database, table="events"), 0, [[batch]])
+    (row,) = read_table(database, "events")
+    assert row["arr"] == [first]
+    assert dt.datetime.fromisoformat(row["st"]["t"]) == first

@@ -333,3 +333,53 @@ def test_password_stays_out_of_logs_errors_and_proofs(database, capsys, caplog):
     text = " ".join([str(events), *errors, stored, captured.out, captured.err, caplog.text])
     assert password not in text
     assert password not in repr(sink) and password not in repr(sink.options)
+
+
+def test_table_renamed_and_recreated_inside_the_commit(database):
+    """Another application renames the target and creates a new one of the same name while
+    the commit runs, just before the rows move: the batch's rows and its proof end up in one
+    and the same table (the commit locks the target, then checks it is the one ``init`` saw;
+    the other application waits for the commit)."""
+    import time
+
+    run(PostgresSink(url=database, table="events"), 0, batch_rows(0))
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def rename_and_recreate() -> None:
+        try:
+            with admin(database) as conn, conn.transaction():
+                conn.execute("SET lock_timeout = '60s'")
+                conn.execute("ALTER TABLE events RENAME TO events_old")
+                conn.execute("CREATE TABLE events (id bigint, name text)")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def other_application() -> None:
+        """Start the rename; return once it finished or waits for a lock the commit holds."""
+        threading.Thread(target=rename_and_recreate, daemon=True).start()
+        deadline = time.monotonic() + 30
+        with admin(database) as conn:
+            while not done.wait(0.05) and time.monotonic() < deadline:
+                waiting = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE 'ALTER TABLE events RENAME%%'"
+                ).fetchone()[0]
+                if waiting:
+                    return
+
+    with FaultProxy(database) as proxy:
+        proxy.before(r'^INSERT INTO "public"\."events"', other_application)
+        outcome = run(PostgresSink(url=proxy.url, table="events"), 1, batch_rows(1))
+    assert done.wait(60) and not errors, errors
+    assert outcome.status == "committed"
+    # the rows went where the proof went: the original table (now events_old)
+    assert ids(read_table(database, "events_old")) == expected_ids([batch_rows(0), batch_rows(1)])
+    assert read_table(database, "events") == []
+    old = plugin_manager(PostgresSink(url=database, table="events_old")).hook.verify_target()
+    assert old.ok, old.problems
+    # the new table is a new target: batch 1 replayed into it is written there
+    assert run(PostgresSink(url=database, table="events"), 1, batch_rows(1)).status == "committed"
+    assert ids(read_table(database, "events")) == expected_ids([batch_rows(1)])

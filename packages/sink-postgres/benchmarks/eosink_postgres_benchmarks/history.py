@@ -76,16 +76,21 @@ def synthesize_history(url: str, at: int, rows: int = 100, partitions: int = 2) 
     sink = eosink.sink("postgres", url=url, table=table)
     run_batches(sink, 0, 1, rows, partitions)
     with psycopg.connect(url, autocommit=True) as conn:
+        (target_id,) = conn.execute(
+            "SELECT target_id FROM eosink.targets WHERE table_oid = %s::regclass "
+            "AND replaced_at IS NULL",
+            (table,),
+        ).fetchone()
         conn.execute(
-            "INSERT INTO eosink.proofs SELECT target_oid, writer_id, g, attempt, target, mode, "
+            "INSERT INTO eosink.proofs SELECT target_id, writer_id, g, attempt, target, mode, "
             "rows, fingerprint, query_id, checkpoint, committed_at, "
             "jsonb_set(proof, '{batch_id}', to_jsonb(g)) FROM eosink.proofs, "
-            "generate_series(1, %s) g WHERE target_oid = %s::regclass AND batch_id = 0",
-            (at - 1, table),
+            "generate_series(1, %s) g WHERE target_id = %s AND batch_id = 0",
+            (at - 1, target_id),
         )
         conn.execute(
-            "UPDATE eosink.progress SET last_batch = %s WHERE target_oid = %s::regclass",
-            (at - 1, table),
+            "UPDATE eosink.progress SET last_batch = %s WHERE target_id = %s",
+            (at - 1, target_id),
         )
         conn.execute("VACUUM ANALYZE eosink.proofs")
     return sink

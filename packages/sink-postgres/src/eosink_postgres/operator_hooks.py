@@ -9,6 +9,7 @@ to one still running: hence the age threshold).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from psycopg import sql
@@ -25,47 +26,51 @@ class PostgresOperatorHooks:
     options: Any
     connect: Any
 
-    def _latest_proofs(self, conn: Any, oid: int) -> list[tuple[Proof, str]]:
+    def _latest_proofs(self, conn: Any, target_id: str) -> list[tuple[Proof, str]]:
         from eosink_postgres import proof as proof_rows
         from eosink_postgres import store
 
         rows = conn.execute(
             sql.SQL(
-                "SELECT DISTINCT ON (writer_id) proof, mode FROM {} WHERE target_oid = %s "
+                "SELECT DISTINCT ON (writer_id) proof, mode FROM {} WHERE target_id = %s "
                 "ORDER BY writer_id, batch_id DESC"
             ).format(store.ident(self.options.meta_schema, proof_rows.PROOFS)),
-            (oid,),
+            (uuid.UUID(target_id),),
         ).fetchall()
         return [(Proof.from_dict(r[0]), r[1]) for r in rows]
 
-    def _target(self, conn: Any) -> int | None:
+    def _target(self, conn: Any) -> str | None:
+        """The target's identity (None: no table, or no proofs of it)."""
+        from eosink_postgres import identity, store
         from eosink_postgres import proof as proof_rows
-        from eosink_postgres import store
 
         oid = store.target_oid(conn, self.options)
-        return oid if oid is not None and proof_rows.meta_ready(conn, self.options) else None
+        if oid is None or not proof_rows.meta_ready(conn, self.options):
+            return None
+        found = identity.find(conn, self.options, oid)
+        return found.target_id if found is not None else None
+
+    def _ours(self, about: dict[str, Any], target_id: str | None) -> bool:
+        """Whether a staging table (its comment: ``about``) was staged for this target."""
+        if target_id is not None and about.get("target_id") == target_id:
+            return True
+        return bool(about.get("target") == self.options.qualified)
 
     @hookimpl
     def target_status(self) -> TargetStatus:
         from eosink_postgres import store
 
         with self.connect(autocommit=True) as conn:
-            oid = self._target(conn)
-            proofs = self._latest_proofs(conn, oid) if oid is not None else []
-            staging = (
-                [
-                    s
-                    for s in store.staging_tables(conn, self.options)
-                    if s[1].get("target_oid") == oid
-                ]
-                if oid is not None
-                else []
-            )
+            target_id = self._target(conn)
+            proofs = self._latest_proofs(conn, target_id) if target_id is not None else []
+            staging = [
+                s for s in store.staging_tables(conn, self.options) if self._ours(s[1], target_id)
+            ]
         return TargetStatus(
             target=self.options.qualified,
             writers=tuple(p for p, _ in proofs),
             details={
-                "table_oid": oid,
+                "target_id": target_id,
                 "meta_schema": self.options.meta_schema,
                 "staging_tables": len(staging),
             },
@@ -80,19 +85,20 @@ class PostgresOperatorHooks:
 
         problems: list[str] = []
         with self.connect(autocommit=True) as conn:
-            oid = self._target(conn)
-            if oid is None:
+            target_id = self._target(conn)
+            if target_id is None:
                 return Verification(self.options.qualified, 0, ())
+            key = uuid.UUID(target_id)
             meta = self.options.meta_schema
             progress = dict(
                 conn.execute(
-                    sql.SQL("SELECT writer_id, last_batch FROM {} WHERE target_oid = %s").format(
+                    sql.SQL("SELECT writer_id, last_batch FROM {} WHERE target_id = %s").format(
                         store.ident(meta, proof_rows.PROGRESS)
                     ),
-                    (oid,),
+                    (key,),
                 ).fetchall()
             )
-            latest = self._latest_proofs(conn, oid)
+            latest = self._latest_proofs(conn, target_id)
             for proof, _ in latest:
                 if progress.get(proof.writer_id) != proof.batch_id:
                     problems.append(
@@ -102,9 +108,9 @@ class PostgresOperatorHooks:
             (modes, rows) = conn.execute(
                 sql.SQL(
                     "SELECT array_agg(DISTINCT mode), coalesce(sum(rows), 0) FROM {} "
-                    "WHERE target_oid = %s"
+                    "WHERE target_id = %s"
                 ).format(store.ident(meta, proof_rows.PROOFS)),
-                (oid,),
+                (key,),
             ).fetchone()
             if modes == ["append"]:
                 (held,) = conn.execute(
@@ -122,10 +128,10 @@ class PostgresOperatorHooks:
         removable: list[Leftover] = []
         kept: list[Leftover] = []
         with self.connect(autocommit=True) as conn:
-            oid = store.target_oid(conn, self.options)
+            target_id = self._target(conn)
             now = clock.now()
             for name, about in store.staging_tables(conn, self.options):
-                if about.get("target_oid") != oid and about.get("target") != self.options.qualified:
+                if not self._ours(about, target_id):
                     continue  # another target's: not ours to judge
                 age = now - float(about.get("created", now))
                 item = Leftover(f"{self.options.meta_schema}.{name}", STAGING, None, age)

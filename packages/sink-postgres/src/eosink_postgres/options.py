@@ -18,6 +18,10 @@ from eosink.plugin import ConfigurationError
 from eosink.options import MASK, names
 
 MODES = ("append", "upsert")
+#: Session settings that change the bytes the sink sends or the server stores (the binary COPY
+#: encoder sends UTF-8 text; psycopg's dumpers follow the session's encoding), set by the sink
+#: on every connection, never inherited.
+SESSION = {"client_encoding": "UTF8", "TimeZone": "UTC"}
 SINK = "sink 'postgres'"
 #: A part of a qualified name: a plain identifier, or a double-quoted one.
 _NAME_PART = r'(?:[A-Za-z_][A-Za-z0-9_$]*|"(?:[^"]|"")+")'
@@ -125,8 +129,11 @@ class PostgresOptions:
         return ".".join(self.target)
 
     def conninfo(self) -> str:
-        """The libpq connection string: ``url`` with the separate parts applied over it."""
-        from psycopg.conninfo import make_conninfo
+        """The libpq connection string: ``url`` with the separate parts applied over it, and
+        the session settings that change bytes fixed (:data:`SESSION`): whatever the server,
+        the database, the role or the environment (``PGCLIENTENCODING``, ``PGTZ``) set as
+        default, and whatever the url asks, the session speaks UTF-8 in UTC."""
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         parts: dict[str, Any] = {
             "host": self.host,
@@ -137,11 +144,15 @@ class PostgresOptions:
             "sslmode": self.sslmode,
         }
         try:
+            given = str(conninfo_to_dict(self.url).get("options") or "")
             return make_conninfo(
                 self.url,
                 **{k: v for k, v in parts.items() if v is not None},
                 connect_timeout=max(1, round(self.connect_timeout_s)),
                 application_name="eosink-postgres",
+                client_encoding=SESSION["client_encoding"],
+                # the startup packet's settings win over the database's and the role's
+                options=" ".join([given, *(f"-c {k}={v}" for k, v in SESSION.items())]).strip(),
             )
         except Exception as exc:  # psycopg.ProgrammingError: a malformed string
             raise ConfigurationError(

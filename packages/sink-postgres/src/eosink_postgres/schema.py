@@ -22,9 +22,11 @@ WIDER = {
     "integer": {"bigint", "numeric", "double precision"},
     "bigint": {"numeric"},
     "real": {"double precision"},
-    "text": {"character varying", "json"},
+    "text": {"character varying"},
     "jsonb": {"json"},
 }
+#: Decimal digits an integer column needs left of the point in a numeric column.
+INTEGER_DIGITS = {"smallint": 5, "integer": 10, "bigint": 19}
 SPARK_NAMES = {
     "timestamp with time zone": "TimestampType",
     "timestamp without time zone": "TimestampNTZType",
@@ -70,6 +72,9 @@ def _fits(stream: str, table: str) -> bool:
         p, s = (int(x) for x in stream[8:-1].split(","))
         tp, ts = (int(x) for x in table[8:-1].split(","))
         return ts >= s and tp - ts >= p - s
+    if stream in INTEGER_DIGITS and base == "numeric" and table != "numeric":
+        tp, ts = (int(x) for x in table[8:-1].split(","))
+        return tp - ts >= INTEGER_DIGITS[stream]
     if stream.endswith("[]") and table.endswith("[]"):
         return _fits(stream[:-2], table[:-2])
     return base in WIDER.get(stream, set())

@@ -4,11 +4,15 @@
   staging table of its own, named after writer, batch, the attempt's tag and Spark's
   ``taskAttemptId``, created UNLOGGED in the same transaction as the COPY (a crash loses only
   staging; a failed COPY leaves no table). No task touches the target.
-* ``commit`` (driver), one transaction: lock this writer's progress row (``FOR UPDATE``), skip
-  if the batch is recorded, move the rows of exactly the staging tables the messages name into
-  the target (``append``; ``complete`` deletes the target's rows first; ``upsert``:
-  ``INSERT ... ON CONFLICT (key) DO UPDATE``), record the proof keyed by the target's OID, drop
-  those staging tables, commit. Readers see the rows and the proof together or neither.
+* ``commit`` (driver), one transaction: lock the target (ROW EXCLUSIVE) and check it is the
+  table ``init`` saw (its identity, :mod:`eosink_postgres.identity`), lock this writer's
+  progress row (``FOR UPDATE``), skip if the batch is recorded, move the rows of exactly the
+  staging tables the messages name into the target (``append``; ``complete`` deletes the
+  target's rows first; ``upsert``: ``INSERT ... ON CONFLICT (key) DO UPDATE``), record the
+  proof keyed by the target's identity, drop those staging tables, commit. Readers see the
+  rows and the proof together or neither.
+* Every connection speaks UTF8 in UTC (``options.SESSION``), whatever the server, database,
+  role or environment default: the binary COPY sends UTF-8 text as it is.
 * A commit whose reply is lost (the connection dropped after COMMIT was sent) is settled by
   ending the old session and reading the proof: this attempt's proof there means it landed.
 * ``abort`` drops only this attempt's staging tables: a landed commit dropped them already, so
@@ -44,13 +48,13 @@ from eosink.plugin import (
     hookimpl,
 )
 from eosink.logs import get_logger
-from eosink_postgres import copy_binary, store
+from eosink_postgres import copy_binary, identity, store
 from eosink_postgres import proof as proof_rows
 from eosink_postgres.move import move_rows
 from eosink_postgres.operator_hooks import PostgresOperatorHooks
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 from eosink_postgres.schema import check_target, create_target
-from eosink_postgres.types import columns_sql, copy_rows, copy_type, pg_type, quote, refuse_nul
+from eosink_postgres.types import check_values, columns_sql, copy_rows, copy_type, pg_type, quote
 
 log = get_logger("eosink.postgres")
 
@@ -65,7 +69,7 @@ class PostgresState:
 
     tag: str  # this attempt of the batch (random): staging names and the proof carry it
     prefix: str  # the start of the names of this attempt's staging tables
-    target_oid: int
+    target_id: str  # the target's identity (``eosink_postgres.identity``): the proofs' key
     columns: tuple[str, ...]
 
 
@@ -147,9 +151,17 @@ class PostgresSink(PostgresOperatorHooks, Sink):
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         with self.connect(autocommit=True) as conn:
             oid = store.target_oid(conn, self.options)
-            if oid is None or not proof_rows.meta_ready(conn, self.options):
+            layout = proof_rows.layout(conn, self.options)
+            if oid is None or layout == "none":
                 return None
-            found = proof_rows.read_proof(conn, self.options, oid, ctx.writer_id, ctx.batch_id)
+            if layout == "oid":  # an earlier version's proofs, until init migrates them
+                key: str | int = oid
+            else:
+                target = identity.find(conn, self.options, oid)
+                if target is None:
+                    return None
+                key = target.target_id
+            found = proof_rows.read_proof(conn, self.options, key, ctx.writer_id, ctx.batch_id)
         return found[0] if found else None
 
     @hookimpl
@@ -174,6 +186,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                         )
                     proof_rows.ensure_meta(conn, options)
                     oid = store.target_oid(conn, options)
+                    created = oid is None
                     if oid is None:
                         if not options.create_table:
                             raise ConfigurationError(
@@ -183,13 +196,16 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                             )
                         oid = create_target(conn, options, schema)
                     check_target(conn, options, oid, schema, ctx.mode)
+                    target_id = identity.bind(
+                        conn, options, oid, created=created, setup_lock=proof_rows.SETUP_LOCK
+                    )
             except psycopg.Error as exc:
                 raise store.sql_error(exc, options, f"preparing {options.qualified}") from None
         tag = uuid.uuid4().hex
         return PostgresState(
             tag=tag,
             prefix=store.staging_prefix(ctx.writer_id, ctx.batch_id, tag),
-            target_oid=oid,
+            target_id=target_id,
             columns=tuple(schema.names),
         )
 
@@ -246,13 +262,8 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                     sql.Literal(f"{int(options.lock_timeout_s * 1000)}ms")
                 )
             )
-            oid = store.target_oid(conn, options)
-            if oid != state.target_oid:
-                raise SinkError(
-                    f"{SINK}: table {options.qualified} was dropped or replaced while batch "
-                    f"{ctx.label} ran; nothing was written, the batch runs again on restart"
-                )
-            last = proof_rows.lock_last_batch(conn, options, oid, ctx.writer_id)
+            self._lock_target(conn, ctx, state)
+            last = proof_rows.lock_last_batch(conn, options, state.target_id, ctx.writer_id)
             if last >= ctx.batch_id:
                 raise AlreadyCommitted(f"{ctx.label}: batch {last} is already committed")
             if ctx.mode == "complete":
@@ -270,7 +281,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
             proof_rows.record(
                 conn,
                 options,
-                oid,
+                state.target_id,
                 ctx,
                 attempt=state.tag,
                 mode="complete" if ctx.mode == "complete" else options.mode,
@@ -289,6 +300,32 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                 )
             crash_point("commit:before-commit")
         # leaving the block sent COMMIT and read its reply
+
+    def _lock_target(
+        self, conn: psycopg.Connection[Any], ctx: BatchContext, state: PostgresState
+    ) -> None:
+        """Lock the target (ROW EXCLUSIVE, the lock its INSERT takes anyway: other writers'
+        commits go on beside this one, a rename or drop waits for it), then check that the
+        table the name now means is the one ``init`` saw: the rows and the proof go to the
+        same table, whatever another application renames or recreates meanwhile."""
+        options = self.options
+        replaced = SinkError(
+            f"{SINK}: table {options.qualified} was dropped or replaced while batch "
+            f"{ctx.label} ran; nothing was written, the batch runs again on restart"
+        )
+        try:
+            with conn.transaction():  # a savepoint: a missing table is an answer, not an error
+                conn.execute(
+                    sql.SQL("LOCK TABLE {} IN ROW EXCLUSIVE MODE").format(
+                        store.target_ident(options)
+                    )
+                )
+        except pg_errors.UndefinedTable:
+            raise replaced from None
+        oid = store.target_oid(conn, options)
+        found = identity.find(conn, options, oid) if oid is not None else None
+        if found is None or found.target_id != state.target_id:
+            raise replaced
 
     def _duplicate_keys_error(self, ctx: BatchContext, exc: Exception) -> ConfigurationError:
         return ConfigurationError(
@@ -313,7 +350,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                         )
                     time.sleep(0.05)
             found = proof_rows.read_proof(
-                conn, self.options, state.target_oid, ctx.writer_id, ctx.batch_id
+                conn, self.options, state.target_id, ctx.writer_id, ctx.batch_id
             )
         return found is not None and found[0].batch_id == ctx.batch_id and found[1] == state.tag
 
@@ -362,7 +399,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                     if encoded:  # whole buffers: the signature here, the trailer at the end
                         copy.write(copy_binary.SIGNATURE)
                 if encoded:
-                    refuse_nul(batch)
+                    check_values(batch, row_by_row=False)
                     copy.write(copy_binary.encode_rows(batch, pg_types))
                 else:
                     for row in copy_rows(batch):
@@ -381,10 +418,10 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         Spark no longer waits for) stages nothing: its table would only be an orphan."""
         done = conn.execute(
             sql.SQL(
-                "SELECT 1 FROM {} WHERE target_oid = %s AND writer_id = %s AND batch_id >= %s "
+                "SELECT 1 FROM {} WHERE target_id = %s AND writer_id = %s AND batch_id >= %s "
                 "LIMIT 1"
             ).format(store.ident(self.options.meta_schema, proof_rows.PROOFS)),
-            (state.target_oid, ctx.writer_id, ctx.batch_id),
+            (uuid.UUID(state.target_id), ctx.writer_id, ctx.batch_id),
         ).fetchone()
         if done:
             raise SinkError(
@@ -406,7 +443,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         )
         about = {
             "target": self.options.qualified,
-            "target_oid": state.target_oid,
+            "target_id": state.target_id,
             "writer": ctx.writer_id,
             "batch": ctx.batch_id,
             "attempt": state.tag,

@@ -147,6 +147,16 @@ def sql_error(exc: Exception, options: PostgresOptions, doing: str) -> EosinkErr
             f"DELETE for complete) on {options.qualified}, and CREATE on the database (or on "
             f"schema {options.meta_schema!r}, with its tables) for its staging and proofs"
         )
+    if isinstance(exc, pg_errors.UntranslatableCharacter):
+        diag = getattr(exc, "diag", None)
+        primary = scrub(getattr(diag, "message_primary", None) or text.splitlines()[0], options)
+        context = getattr(diag, "context", None) or ""
+        where = f" ({scrub(context.splitlines()[0], options)})" if context else ""
+        return ConfigurationError(
+            f"{SINK}: {doing}: {primary}{where}. The database's encoding cannot hold a character "
+            "of the batch (the sink sends UTF8): write into a database created with ENCODING "
+            "'UTF8', or replace those characters in the query"
+        )
     if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
         return ConfigurationError(
             f"{SINK}: {doing}: {text}. The connection is read-only (a standby, or "

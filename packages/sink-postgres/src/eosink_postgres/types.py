@@ -121,14 +121,26 @@ def columns_sql(schema: pa.Schema, not_null: tuple[str, ...] = ()) -> str:
 
 
 # -- values --------------------------------------------------------------------------------------
-def _json_value(value: Any) -> Any:
-    """A value inside a jsonb document: what JSON can hold, the rest as text."""
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        if value and all(isinstance(x, tuple) and len(x) == 2 for x in value):  # a map's pairs
-            return {str(k): _json_value(v) for k, v in value}
-        return [_json_value(v) for v in value]
+#: PostgreSQL's dates and timestamps, as Arrow counts them (days and microseconds since
+#: 1970): from 4714-11-24 BC on; dates end before 5874898-01-01, timestamps hold every int64.
+DAYS_MIN, DAYS_END = -2_440_588, 2_145_042_906
+MICROS_MIN = -210_866_803_200_000_000
+#: What Python's datetime holds (years 1 to 9999): the row-by-row path converts to it.
+PY_DAYS_MIN, PY_DAYS_END = -719_162, 2_932_897
+PY_MICROS_MIN, PY_MICROS_END = PY_DAYS_MIN * 86_400_000_000, PY_DAYS_END * 86_400_000_000
+
+
+def _json_value(value: Any, t: pa.DataType) -> Any:
+    """A value of Arrow type ``t`` inside a jsonb document: what JSON can hold, the rest as
+    text; a map is an object (an empty one too), decided by the type, not by the value."""
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        return {f.name: _json_value(value.get(f.name), f.type) for f in t}
+    if pa.types.is_map(t):
+        return {str(_json_value(k, t.key_type)): _json_value(v, t.item_type) for k, v in value}
+    if _is_list(t):
+        return [_json_value(v, t.value_type) for v in value]
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, decimal.Decimal):
@@ -142,23 +154,97 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _check_no_nul(name: str, column: pa.ChunkedArray | pa.Array) -> None:
-    t = column.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        found = pc.any(pc.match_substring(column, "\x00")).as_py()
-    elif _is_json(t) or (_is_list(t) and (_is_json(t.value_type) or _is_list(t.value_type))):
-        found = "\\u0000" in str(column.to_pylist()) or "\x00" in str(column.to_pylist())
-    elif _is_list(t) and (
-        pa.types.is_string(t.value_type) or pa.types.is_large_string(t.value_type)
-    ):
-        found = pc.any(pc.match_substring(pc.list_flatten(column), "\x00")).as_py()
+def _leaves(array: pa.Array) -> Iterator[pa.Array]:
+    """Every array of values nested in ``array`` (struct fields, list items, map keys and
+    items), ``array`` itself for a scalar type: the real values, never their text."""
+    t = array.type
+    if pa.types.is_struct(t):
+        for child in array.flatten():
+            yield from _leaves(child)
+    elif pa.types.is_map(t):
+        # the entries (key, item) of the slice's maps only (pyarrow flattens no map)
+        entries = pa.ListArray.from_arrays(array.offsets, array.values).flatten()
+        for child in entries.flatten():
+            yield from _leaves(child)
+    elif _is_list(t):
+        yield from _leaves(array.flatten())
     else:
-        return
-    if found:
-        raise ConfigurationError(
-            f"{SINK}: column {name!r} holds the NUL character (\\x00), which PostgreSQL text and "
-            "jsonb cannot store; remove it in the query, e.g. regexp_replace(col, '\\\\x00', '')"
-        )
+        yield array
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _check_no_nul(name: str, column: pa.Array) -> None:
+    """PostgreSQL's text and jsonb cannot hold the NUL character: look for it in every text
+    value of the column, nested ones included (a jsonb document's strings, map keys)."""
+    for leaf in _leaves(column):
+        if _is_text(leaf.type) and len(leaf) and pc.any(pc.match_substring(leaf, "\x00")).as_py():
+            raise ConfigurationError(
+                f"{SINK}: column {name!r} holds the NUL character (\\x00), which PostgreSQL "
+                "text and jsonb cannot store; remove it in the query, e.g. "
+                "regexp_replace(col, '\\\\x00', '')"
+            )
+
+
+#: Arrow's time units against microseconds: (multiply, divide) a bound in microseconds by.
+_UNITS = {"s": (1, 1_000_000), "ms": (1, 1_000), "us": (1, 1), "ns": (1_000, 1)}
+
+
+def _check_range(name: str, column: pa.Array, row_by_row: bool) -> None:
+    """Dates and timestamps PostgreSQL cannot hold are refused (encoded as they are, they
+    would wrap to another instant or become infinity); row by row, also those outside years
+    1 to 9999, which Python (psycopg's dumpers, the jsonb text) cannot hold."""
+    for leaf in _leaves(column):
+        t = leaf.type
+        if pa.types.is_date32(t):
+            what, values = "date", leaf.cast(pa.int32())
+            low, end = (PY_DAYS_MIN, PY_DAYS_END) if row_by_row else (DAYS_MIN, DAYS_END)
+        elif pa.types.is_timestamp(t):
+            what, values = "timestamp", leaf.cast(pa.int64())
+            bounds = (PY_MICROS_MIN, PY_MICROS_END) if row_by_row else (MICROS_MIN, None)
+            times, per = _UNITS[t.unit]
+            low = bounds[0] * times // per
+            end = None if bounds[1] is None else bounds[1] * times // per
+        else:
+            continue
+        if values.null_count == len(values):
+            continue
+        least, most = (x.as_py() for x in pc.min_max(values).values())
+        if least < low or (end is not None and most >= end):
+            span = (
+                "years 1 to 9999, which this batch's path holds (it goes row by row: it has a "
+                "numeric, array or json column)"
+                if row_by_row
+                else "PostgreSQL's range (from 4713 BC)"
+            )
+            raise ConfigurationError(
+                f"{SINK}: column {name!r} holds a {what} outside {span}; it cannot be stored as "
+                "it is: filter or clamp those values in the query"
+            )
+
+
+def check_values(batch: pa.RecordBatch, row_by_row: bool) -> None:
+    """A clear error, before anything of ``batch`` is sent, for a value PostgreSQL (or the
+    path that sends it) cannot hold: a NUL character in text or jsonb, a date or timestamp out
+    of range."""
+    for name, column in zip(batch.schema.names, batch.columns):
+        _check_no_nul(name, column)
+        _check_range(name, column, row_by_row)
+
+
+def _utc(t: pa.DataType) -> pa.DataType:
+    """``t`` with every zoned timestamp in it (nested ones too) zoned in UTC."""
+    if pa.types.is_timestamp(t) and t.tz:
+        return pa.timestamp(t.unit, "UTC")
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_utc(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_utc(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_utc(t.value_type)))
+    return t  # maps and fixed-size lists: as they are (their keys are rarely instants)
 
 
 def _column_values(field: pa.Field, column: pa.Array) -> list[Any]:
@@ -171,22 +257,28 @@ def _column_values(field: pa.Field, column: pa.Array) -> list[Any]:
                 f"{SINK}: column {field.name!r} has nanoseconds; PostgreSQL keeps microseconds: "
                 "truncate the timestamps in the query"
             ) from None
-    values = column.to_pylist()
+        t = column.type
+    if _utc(t) != t:
+        # the same instants in UTC: in a zone west of UTC, year 1 would be year 0 locally,
+        # which Python cannot hold
+        column = column.cast(_utc(t))
+    try:
+        values = column.to_pylist()
+    except (OverflowError, ValueError) as exc:  # e.g. a zoned instant nested in a list
+        raise ConfigurationError(
+            f"{SINK}: column {field.name!r} holds a value Python cannot convert ({exc}); this "
+            "batch goes row by row (it has a numeric, array or json column): cast the column "
+            "in the query (e.g. timestamps to UTC)"
+        ) from None
     if pg_type(field) == "jsonb":
         from psycopg.types.json import Jsonb
 
-        return [None if v is None else Jsonb(_json_value(v)) for v in values]
+        return [None if v is None else Jsonb(_json_value(v, t)) for v in values]
     return values
-
-
-def refuse_nul(batch: pa.RecordBatch) -> None:
-    """A clear error for a NUL character in a text or jsonb column of ``batch``."""
-    for name, column in zip(batch.schema.names, batch.columns):
-        _check_no_nul(name, column)
 
 
 def copy_rows(batch: pa.RecordBatch) -> Iterator[tuple[Any, ...]]:
     """The rows of ``batch`` as tuples for psycopg's binary COPY (columns in schema order)."""
-    refuse_nul(batch)
+    check_values(batch, row_by_row=True)
     columns = [_column_values(f, c) for f, c in zip(batch.schema, batch.columns)]
     return zip(*columns)
