@@ -11,14 +11,14 @@ import pytest
 
 from eosink.testing import soak
 
-SIMULATION = '''
+SIMULATION = """
 import json, os
 
 def test_generated_histories():
     with open(os.environ["EOSINK_SIMULATION_STATS"], "a") as f:
         f.write(json.dumps({{"kit": "{kit}", "steps": 1}}) + "\\n")
     assert {ok}
-'''
+"""
 
 
 def _sink_tests(root: Path, kit: str, ok: bool = True) -> Path:

@@ -11,8 +11,10 @@ prints every failing seed with the history hypothesis shrank it to::
 round runs each test path given in a pytest process of its own, with the round's seed: the
 sinks' simulations are all named ``test_simulation.py`` in folders without ``__init__.py``,
 which one pytest process cannot collect side by side ("import file mismatch"), so one call
-soaks every sink. A failing path is printed in full and the soak goes on with the next one. ``--stats FILE`` collects one JSON line per history (steps, batches,
-crashes, store faults armed and fired) and the soak prints their totals at the end.
+soaks every sink. A failing path is printed in full and the soak goes on with the next one.
+``--stats FILE`` collects one JSON line per history (steps, batches, crashes, store faults
+armed and fired, filtered reads) and the soak prints their totals at the end; ``--rounds N``
+stops after N rounds.
 
 In this repository the tests need every package on the import path: ``build-support/soak``
 sets it up and calls this module.
