@@ -8,6 +8,12 @@ fresh workers, cleanup, the clock): the sink options that change how it writes (
 groups, no stats) and, for some histories, a table made beforehand by its owner with the
 properties that change the log's life: a checkpoint every few commits, and a log retention of
 zero, so that every checkpoint removes the commits before it.
+
+``TestDeltaFilteredSimulation`` adds the kit's filtered reads (delta-rs' pyarrow dataset, which
+skips files by the add actions' stats and partition values) and its wide values (long strings,
+line separators, timestamps of years 1 and 9999). It is marked ``xfail(strict=True)`` until the
+sink's stats are fixed (issue 34, findings 1-3: its CI run finds a struct column's null counts
+left out, so ``IS NULL`` reads none of its nulls); it fails as a pass once they are.
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ The table lives in the kit's faulty object store, its catalog's loads and commit
 requests of the same store (:mod:`iceberg_faults`): besides the kit's faults on any request
 (data files, manifests, manifest lists, metadata files, written and read), a batch may meet a
 fault aimed at the catalog's commit (refused; applied with its reply lost; failed unclearly
-without applying) or at the metadata folder's writes and reads.
+without applying) or at the metadata folder's writes and reads. The judge also reads with
+filters (pyiceberg's ``row_filter``, which prunes by partition summaries, partition tuples and
+column bounds), and data columns hold the kit's wide values.
 """
 
 from __future__ import annotations

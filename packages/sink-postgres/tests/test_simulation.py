@@ -7,7 +7,9 @@ from fresh workers, cleanup, the clock): the sink's mode (append, or upsert keye
 source row's id, on a table the sink makes with that primary key), and store faults: the
 connection to the server cut before a statement reaches it, or after the server carried it
 out and before its reply arrives (a lost COMMIT reply among them), by the loopback proxy of
-:mod:`pg_faults`. The damage a careless user does: a column dropped by hand.
+:mod:`pg_faults`. The damage a careless user does: a column dropped by hand. The judge also
+reads with filters (a plain ``SELECT ... WHERE``, :func:`read_where`), and data columns hold
+the kit's wide values.
 """
 
 from __future__ import annotations
