@@ -12,8 +12,10 @@ zero, so that every checkpoint removes the commits before it.
 ``TestDeltaFilteredSimulation`` adds the kit's filtered reads (delta-rs' pyarrow dataset, which
 skips files by the add actions' stats and partition values) and its wide values (long strings,
 line separators, timestamps of years 1 and 9999). It is marked ``xfail(strict=True)`` until the
-sink's stats are fixed (issue 34, findings 1-3: its CI run finds a struct column's null counts
-left out, so ``IS NULL`` reads none of its nulls); it fails as a pass once they are.
+sink's stats are fixed (issue 34, finding 2: its CI run finds a string of 33 characters whose
+bounds the add leaves out, so ``=`` on it reads 0 of its 2 rows; soaks also found a struct
+column's null counts left out, so ``IS NULL`` reads none of its nulls); it fails as a pass
+once they are.
 """
 
 from __future__ import annotations
@@ -181,9 +183,9 @@ class TestDeltaSimulation(DeltaHistories):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 34 findings 1-3: the add actions' stats leave out what a file holds (a "
-    "struct column's null counts: IS NULL through delta-rs' pyarrow dataset reads none of "
-    "its nulls; bounds of long strings, booleans, exponent-notation decimals)",
+    reason="issue 34 finding 2 (and 1, 3): the add actions' stats leave out what a file holds; "
+    "the CI run: WHERE c1_string = 'bbbb...c' (33 characters, no bound written) reads 0 of 2 "
+    "rows through delta-rs' pyarrow dataset (a struct column's null counts are left out too)",
 )
 class TestDeltaFilteredSimulation(TestDeltaSimulation):
     """Histories whose judge also reads with filters (delta-rs' pyarrow dataset, which skips
