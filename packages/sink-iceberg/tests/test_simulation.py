@@ -13,23 +13,37 @@ The table lives in the kit's faulty object store, its catalog's loads and commit
 requests of the same store (:mod:`iceberg_faults`): besides the kit's faults on any request
 (data files, manifests, manifest lists, metadata files, written and read), a batch may meet a
 fault aimed at the catalog's commit (refused; applied with its reply lost; failed unclearly
-without applying) or at the metadata folder's writes and reads.
+without applying) or at the metadata folder's writes and reads. The judge also reads with
+filters (pyiceberg's ``row_filter``, which prunes by partition summaries, partition tuples and
+column bounds), and data columns hold the kit's wide values.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from eosink_iceberg.sink import IcebergSink
+import pyarrow as pa
+import pytest
+from hypothesis import find
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 from iceberg_faults import CATALOG_KEYS, faulty_catalog
 from iceberg_helpers import TABLE, load, read_pyiceberg
 
 from eosink.testing.arrow_data import COLUMN_TYPES, SCALAR_TYPES
 from eosink.testing.faultfs import ObjectStore, StoreFault
-from eosink.testing.simulation import HistorySpec, SimTarget, SinkSimulation
+from eosink.errors import ConfigurationError
+from eosink.testing.simulation import (
+    HistorySpec,
+    Predicate,
+    Script,
+    SimTarget,
+    SinkSimulation,
+)
 
 #: Every type of the kit: the type map takes them all.
 ICEBERG_TYPES = tuple(COLUMN_TYPES)
@@ -50,6 +64,14 @@ TRANSFORMS = {
 }
 
 
+#: The least int64 whose ``truncate(1000, ...)`` a long holds: -2**63 is 192 above a multiple of
+#: 1000, so the 808 values from -2**63 truncate below it. The sink refuses them clearly, naming
+#: the column ("below what type long holds ... Nothing was committed":
+#: ``test_partition_transforms.py::test_a_truncation_below_the_types_range_is_refused``);
+#: Java Iceberg's writers wrap them around instead. A history partitioned so draws from here.
+LEAST_TRUNCATABLE_INT64 = -(2**63) + 808
+
+
 def partition_fields(spec: HistorySpec, style: str) -> list[str]:
     """``partition_by`` of a history: its columns as they are, or through a transform."""
     out = []
@@ -60,10 +82,42 @@ def partition_fields(spec: HistorySpec, style: str) -> list[str]:
     return out
 
 
+def read_filtered(catalog: dict[str, str], predicate: Predicate) -> pa.Table | list | None:
+    """The rows pyiceberg's scan returns with the predicate as its ``row_filter``: it prunes
+    manifests by partition summaries, files by partition tuples and column bounds."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.expressions import (
+        And,
+        EqualTo,
+        GreaterThanOrEqual,
+        IsNull,
+        LessThanOrEqual,
+    )
+
+    try:
+        table = load_catalog("eosink", **catalog).load_table(TABLE)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return []
+    column = predicate.column
+    if not table.schema().find_field(column).field_type.is_primitive:
+        return None  # pyiceberg cannot filter a list or struct ("Cannot explicitly project")
+    if predicate.op == "is_null":
+        row_filter: Any = IsNull(column)
+    elif predicate.op == "eq":
+        row_filter = EqualTo(column, predicate.value)
+    else:
+        row_filter = And(
+            GreaterThanOrEqual(column, predicate.value), LessThanOrEqual(column, predicate.high)
+        )
+    return table.scan(row_filter=row_filter).to_arrow()
+
+
 class TestIcebergSimulation(SinkSimulation):
     simulation_types = ICEBERG_TYPES
     simulation_partition_types = PARTITION_TYPES
     simulation_examples = 15
+    simulation_wide_values = True
     #: The sink under test (a test of the simulation's teeth swaps in a broken one).
     sink_class: type[IcebergSink] = IcebergSink
 
@@ -98,6 +152,17 @@ class TestIcebergSimulation(SinkSimulation):
             }
         )
 
+    def simulation_values_of(self, spec: HistorySpec) -> Mapping[str, st.SearchStrategy[Any]]:
+        """Values a history's partition transforms can hold: ``truncate(1000, ...)`` of an
+        int64 near its least value is below what a long holds, a value the sink refuses."""
+        fields = partition_fields(spec, spec.options.get("partition_style", "identity"))
+        if not any(f.startswith("truncate(1000,") for f in fields):
+            return self.simulation_values
+        return {
+            **self.simulation_values,
+            "int64": st.integers(LEAST_TRUNCATABLE_INT64, 2**63 - 1),
+        }
+
     def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
         folder = tempfile.mkdtemp(prefix="eosink-iceberg-sim-")
         store = ObjectStore.create()
@@ -131,4 +196,69 @@ class TestIcebergSimulation(SinkSimulation):
             store=store,
             damage=damage,
             close=close,
+            filtered={"pyiceberg row_filter": lambda p: read_filtered(catalog, p)},
         )
+
+
+def shrunk_755465918(kit: TestIcebergSimulation, low: int) -> Any:
+    """The history soak seed 755465918 shrank to, with ``low`` for its int64 value: a table
+    partitioned by ``truncate(1000, c0_int64)``, one batch of writer-1 holding ``low``.
+    Returns the history after that batch (an exception of the batch: closed, raised)."""
+    history = kit.history_machine(None)()
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("c0_int64", pa.int64()),
+            pa.field("c1_int8", pa.int8()),
+        ]
+    )
+    options = {
+        "row_group_rows": 1_000_000,
+        "partition_style": "transform",
+        "commit_retries": 0,
+        "keep_snapshots": 0,
+    }
+    history.start(Script((schema, ("c0_int64",)), 2, options))
+    ids = [1_000_000_000, 1_000_000_001, 1_000_000_002]
+    batch = pa.record_batch(
+        [
+            pa.array(ids, pa.int64()),
+            pa.array([None, low, -3180362], pa.int64()),
+            pa.array([None, 0, 0], pa.int8()),
+        ],
+        schema=schema,
+    )
+    try:
+        history.run(Script(history.writers[1], [3], batch, None), batches=1)
+    except Exception:
+        history.check_rows()  # nothing of it visible
+        history.damaged = True  # no recovery: its replay would meet the same refusal
+        history.teardown()
+        raise
+    return history
+
+
+def test_seed_755465918_the_kit_draws_no_int64_a_truncation_cannot_hold() -> None:
+    """Found by a soak (seed 755465918, 60 examples), shrunk: a table partitioned by
+    ``truncate(1000, c0_int64)`` and a batch holding -2**63, which truncates to
+    -9223372036854776000, below what a long holds. The sink refuses it clearly ("below what
+    type long holds ... Nothing was committed": its own test,
+    ``test_partition_transforms.py::test_a_truncation_below_the_types_range_is_refused``), which
+    is right (Java's writers wrap the value around, and readers pruning on it skip the row);
+    the kit counted that refusal as the history's failure. Such a history now draws int64
+    values from the least one the transform holds: that one commits and reads back; the one
+    below it is refused, and nothing is committed."""
+    kit = TestIcebergSimulation()
+    spec = HistorySpec(
+        schema=pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int64", pa.int64())]),
+        partition_by=("c0_int64",),
+        writers=1,
+        options={"partition_style": "transform"},
+    )
+    with pytest.raises(NoSuchExample):
+        find(kit.simulation_values_of(spec)["int64"], lambda v: v < LEAST_TRUNCATABLE_INT64)
+    history = shrunk_755465918(kit, LEAST_TRUNCATABLE_INT64)
+    history.check_rows()
+    history.teardown()
+    with pytest.raises(ConfigurationError, match="below what type long holds"):
+        shrunk_755465918(kit, LEAST_TRUNCATABLE_INT64 - 1)

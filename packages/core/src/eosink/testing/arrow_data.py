@@ -1,6 +1,8 @@
 """Hypothesis strategies for the rows the kit's simulation writes: every Arrow type a sink
 accepts, nulls included, and the odd values where sinks go wrong (NaN, -0.0, "", "a/b", "%",
-"__HIVE_DEFAULT_PARTITION__", far dates, sub-millisecond times).
+"__HIVE_DEFAULT_PARTITION__", far dates, sub-millisecond times, decimals of a fine scale) and,
+in data columns of kits that ask for them (``wide``), long strings, line separators other than
+newline, and the timestamps of years 1 and 9999.
 
 A sink names the types it accepts (:data:`COLUMN_TYPES` by default) and those it can partition
 by; :func:`schemas` draws a schema from them, :func:`record_batches` rows of a schema, and
@@ -13,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +28,20 @@ UTC = dt.timezone.utc
 #: separators and escapes, whitespace, non-ASCII, things that look like numbers.
 ODD_STRINGS = ("", " ", "a/b", "%", "%2F", "a=b", "..", "__HIVE_DEFAULT_PARTITION__", "ü", "0")
 ODD_FLOATS = (0.0, -0.0, math.nan, math.inf, -math.inf, 1e20, 1.5, -2.25)
+#: Strings where statistics and logs go wrong, for data columns (:func:`record_batches`'
+#: ``wide``): longer than the 32 characters Delta's writers truncate string bounds to, longer
+#: than the 4 KiB beyond which Parquet writers drop a row group's bounds, and the characters
+#: ``str.splitlines`` splits at besides newlines (U+2028, U+2029, U+0085).
+WIDE_STRINGS = (
+    "b" * 32 + "c",
+    "s" * 4097,
+    "s" * 4096 + "t",
+    "line\u2028separator",
+    "\u2029",
+    "next\u0085line",
+)
+#: The ends of the year range the kit's timestamps span in data columns (``wide``).
+EXTREME_TIMESTAMPS = (dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999))
 
 
 def _text() -> st.SearchStrategy[str]:
@@ -58,6 +75,14 @@ COLUMN_TYPES: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
     "decimal": (
         pa.decimal128(12, 3),
         st.decimals(min_value=-(10**8), max_value=10**8, places=3, allow_nan=False),
+    ),
+    # a fine scale: str() writes its small values and zero in exponent notation ("0E-10")
+    "decimal_fine": (
+        pa.decimal128(20, 10),
+        st.one_of(
+            st.sampled_from([decimal.Decimal(v) for v in ("0", "1E-7", "-1E-7", "1E-10")]),
+            st.decimals(min_value=-(10**9), max_value=10**9, places=10, allow_nan=False),
+        ),
     ),
     "list_int64": (pa.list_(pa.int64()), st.lists(st.integers(-5, 5), max_size=3)),
     "struct": (
@@ -108,13 +133,19 @@ def record_batches(
     ids: Sequence[int],
     nulls: bool = True,
     values: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    wide: bool = False,
+    partition_by: Sequence[str] = (),
 ) -> pa.RecordBatch:
     """One record batch of ``schema`` whose ``id`` column is ``ids``; ``values`` replaces the
-    values of some types (type name -> strategy) where a store holds less than Arrow."""
+    values of some types (type name -> strategy) where a store holds less than Arrow.
+    ``wide``: data columns (not those of ``partition_by``, which become folder names) also
+    draw :data:`WIDE_STRINGS` and :data:`EXTREME_TIMESTAMPS`."""
     columns = [pa.array(list(ids), pa.int64())]
     for field in list(schema)[1:]:
         name = type_name(field)
         values_of = (values or {}).get(name, COLUMN_TYPES[name][1])
+        if wide and field.name not in partition_by:
+            values_of = _widened(name, values_of)
         if nulls and field.nullable:
             values_of = st.one_of(st.none(), values_of)
         # A few distinct values per column, so that partition folders hold several rows.
@@ -122,6 +153,25 @@ def record_batches(
         cells = [draw(st.sampled_from(pool)) for _ in ids]
         columns.append(pa.array(cells, field.type))
     return pa.record_batch(columns, schema=schema)
+
+
+def _widened(name: str, values_of: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    if name == "string":
+        return st.one_of(values_of, st.sampled_from(WIDE_STRINGS))
+    if name == "timestamp":
+        return st.one_of(values_of, st.sampled_from(EXTREME_TIMESTAMPS))
+    if name == "timestamp_utc":
+        return st.one_of(
+            values_of, st.sampled_from([t.replace(tzinfo=UTC) for t in EXTREME_TIMESTAMPS])
+        )
+    return values_of
+
+
+def as_float32(value: Any) -> Any:
+    """A float as the float32 nearest to it (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
 def comparable(value: Any) -> Any:

@@ -16,6 +16,16 @@ independent reader judges every step. A history is, on one empty target:
   sink's cleanup; a target damaged by hand;
 * at the end, Spark's recovery: every writer replays its unfinished batch and writes one more.
 
+Between steps, the judge also reads with a filter (``filtered_read``) through each of the
+target's filtered readers (:attr:`SimTarget.filtered`: delta-rs' pyarrow dataset, pyiceberg's
+``row_filter``, SQL's ``WHERE``...): a predicate on one column (equal to a value the table
+holds, ``IS NULL``, between two held values) must return exactly the rows of a full scan the
+predicate passes, whatever statistics or partition values the reader skips files by. Kits
+with ``simulation_wide_values`` write the values where statistics and logs go wrong into data
+columns: strings over 32 characters and over 4 KiB, U+2028/U+2029/U+0085, the timestamps of
+years 1 and 9999 (and every kit gets ``decimal_fine``, a decimal of scale 10, zero among its
+values).
+
 After every step the independent reader (the subclass's, never the sink's own) must see every
 batch that reported success exactly once, every batch in doubt (a crash, a lost reply) wholly
 or not at all, and nothing else. Audits ask ``is_committed`` from a fresh process: a proof
@@ -35,7 +45,14 @@ A sink's tests subclass :class:`SinkSimulation` and say how to make a fresh targ
                 sink=lambda: MySink(path=path, partition_by=spec.partition_by, **spec.options),
                 read=lambda: my_independent_reader(path),
                 close=lambda: shutil.rmtree(path),
+                filtered={"my reader": lambda predicate: my_reader_where(path, predicate)},
             )
+
+Values a history's own shape makes unrepresentable (a partition transform whose result the
+type cannot hold for its extremes) are left out by :meth:`SinkSimulation.simulation_values_of`;
+the sink's own tests check that it refuses them clearly. A reader that gives values as text
+(plain SQL) is compared at the column's precision: a float32 read back as ``1e+20`` is the
+float32 the batch wrote.
 
 In CI the number of examples is fixed and the run derandomized, so a red run is the same run
 again; ``python -m eosink.testing.soak`` runs the same tests with new seeds for as long as
@@ -67,6 +84,7 @@ from eosink.testing.simulation_model import (
     Attempt,
     CrashPoints,
     HistorySpec,
+    Predicate,
     Script,
     SimClock,
     SimTarget,
@@ -99,10 +117,21 @@ class SinkSimulation:
     #: be partly visible, and its rows may be visible without its proof. Every row seen must
     #: still be a row of a written batch, seen once, and a committed batch must be whole.
     simulation_visible_before_commit = False
+    #: Data columns also draw the values where statistics and logs go wrong (strings over
+    #: 32 characters and over 4 KiB, U+2028/U+2029/U+0085, timestamps of years 1 and 9999:
+    #: :func:`~eosink.testing.arrow_data.record_batches`' ``wide``).
+    simulation_wide_values = False
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         """Sink options drawn per history (e.g. small compaction intervals)."""
         return st.just({})
+
+    def simulation_values_of(self, spec: HistorySpec) -> Mapping[str, st.SearchStrategy[Any]]:
+        """The values a history's rows draw, where they depend on the history (e.g. a
+        partition transform whose result a type cannot hold for its extremes, so the sink
+        refuses them clearly: its own tests check that refusal, a history would only stop at
+        it). Type name -> strategy, as :attr:`simulation_values`, which is the default."""
+        return self.simulation_values
 
     def simulation_store_faults(self) -> st.SearchStrategy[StoreFault]:
         """The store faults a batch may meet (on targets with a ``store``): any request's
@@ -173,6 +202,7 @@ __all__ = [
     "CrashPoints",
     "History",
     "HistorySpec",
+    "Predicate",
     "Script",
     "SimClock",
     "SimTarget",

@@ -279,6 +279,7 @@ class History(HistoryJudge, RuleBasedStateMachine):
             for _ in range(2):
                 self._replay(writer)
         self.check_rows()
+        self.check_filtered_sweep()
         self.audit()
         for key, status in self.status.items():
             if self._expected(*key):
@@ -322,7 +323,13 @@ class History(HistoryJudge, RuleBasedStateMachine):
             sizes = data.draw(st.lists(st.integers(0, 5), max_size=3), label="rows") if data else []
             for p, n in enumerate(sizes):
                 ids = [row_id(writer.index, writer.batch, p, i) for i in range(n)]
-                rows = record_batches(self.spec.schema, ids, values=self.kit.simulation_values)
+                rows = record_batches(
+                    self.spec.schema,
+                    ids,
+                    values=self.kit.simulation_values_of(self.spec),
+                    wide=self.kit.simulation_wide_values,
+                    partition_by=self.spec.partition_by,
+                )
                 partitions.append([data.draw(rows, label="rows")])
             self.data[key] = partitions
         return [

@@ -34,6 +34,41 @@ class HistorySpec:
     options: dict[str, Any] = attrs.field(factory=dict)
 
 
+@attrs.frozen
+class Predicate:
+    """A filter on one column, as a reader pushes it down: ``op`` is ``"eq"`` (equal to
+    ``value``), ``"is_null"``, or ``"between"`` (``value`` <= it <= ``high``, both ends in).
+    Values are of the column's type as Arrow gives them back (``to_pylist``)."""
+
+    column: str
+    op: str
+    value: Any = None
+    high: Any = None
+
+    def matches(self, value: Any) -> bool:
+        """Whether a row holding ``value`` passes (SQL's meaning: null and NaN pass no
+        comparison; the bounds are never null nor NaN)."""
+        if self.op == "is_null":
+            return value is None
+        if value is None or value != value:  # NaN
+            return False
+        if self.op == "eq":
+            return bool(value == self.value)
+        return bool(self.value <= value <= self.high)
+
+    def __str__(self) -> str:
+        if self.op == "is_null":
+            return f"{self.column} IS NULL"
+        if self.op == "eq":
+            return f"{self.column} = {_short(self.value)}"
+        return f"{self.column} BETWEEN {_short(self.value)} AND {_short(self.high)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}...({len(text)} characters)"
+
+
 @attrs.define
 class SimTarget:
     """One fresh, empty target for one history.
@@ -45,7 +80,11 @@ class SimTarget:
     least the spec's columns. ``store``: where store faults can be armed (a
     :class:`~eosink.testing.faultfs.FaultTarget`; ``None``: the target takes none).
     ``damage``: changes the target as a careless user or a broken tool would (``None``: not
-    simulated). ``close``: removes the target.
+    simulated). ``close``: removes the target. ``filtered``: independent readers that push a
+    :class:`Predicate` down (reader name -> function of the predicate returning rows as
+    ``read`` does, or ``None`` for a predicate the reader cannot push down): each must return
+    exactly the rows of ``read`` that the predicate passes, whatever the files' statistics,
+    partition values or indexes let it skip.
     """
 
     sink: Callable[[], Any]
@@ -53,6 +92,7 @@ class SimTarget:
     store: FaultTarget | None = None
     damage: Callable[[], None] | None = None
     close: Callable[[], None] = attrs.field(default=lambda: None)
+    filtered: dict[str, Callable[[Predicate], Any]] = attrs.field(factory=dict)
 
 
 class SimClock:
