@@ -174,3 +174,53 @@ def test_a_spec_changed_and_changed_back_still_commits(tmp_path):
 
     assert run(sink, 1, [batch(1)], plugins=(BeforeCommit(away_and_back),)).status == "committed"
     assert_filtered_reads_find_every_row(catalog)
+
+
+@pytest.mark.parametrize("ref", ["tag", "branch"])
+@pytest.mark.parametrize("when", ["before_commit", "inside_commit"])
+def test_keep_snapshots_spares_a_ref_created_while_the_batch_ran(tmp_path, ref, when):
+    """Another program tags (or branches) the snapshot this batch's commit expires, after the
+    sink read the table (``inside_commit``: after the commit loaded it, before the catalog
+    applies it). Expiring a snapshot drops the refs on it: the commit must see the ref."""
+    catalog = catalog_properties(tmp_path)
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, keep_snapshots=1)
+    for batch_id in (0, 1):
+        assert run(sink, batch_id).status == "committed"
+    target = load(catalog).metadata.current_snapshot().snapshot_id  # batch 2 expires it
+
+    def foreign() -> None:
+        snapshots = load(catalog).manage_snapshots()
+        if ref == "tag":
+            snapshots.create_tag(target, "audit").commit()
+        else:
+            snapshots.create_branch(target, "audit").commit()
+
+    plugins: tuple = ()
+    fired: list[str] = []
+
+    def handler(name: str) -> None:
+        if name == "commit:checked" and not fired:
+            fired.append(name)
+            foreign()
+
+    if when == "before_commit":
+        plugins = (BeforeCommit(foreign),)
+    else:
+        set_crash_handler(handler)
+    try:
+        assert run(sink, 2, plugins=plugins).status == "committed"
+    finally:
+        set_crash_handler(None)
+    assert fired or when == "before_commit"
+    table = load(catalog)
+    assert "audit" in table.metadata.refs, "the other program's ref was removed"
+    assert table.metadata.refs["audit"].snapshot_id == target
+    at_ref = table.scan(snapshot_id=target).to_arrow().column("id").to_pylist()
+    assert sorted(at_ref) == [*range(5), *range(1000, 1005)]
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == [
+        *range(5),
+        *range(1000, 1005),
+        *range(2000, 2005),
+    ]
+    assert run(sink, 3).status == "committed"  # later expiries spare it too
+    assert load(catalog).metadata.refs["audit"].snapshot_id == target

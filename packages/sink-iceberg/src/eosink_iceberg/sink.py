@@ -47,7 +47,7 @@ from eosink.plugin import (
 from eosink.logs import get_logger
 from eosink_iceberg import catalog as catalogs
 from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout, size_of
-from eosink_iceberg.history import expire_beyond, merges_manifests
+from eosink_iceberg.history import checks_requirements_itself, expire_beyond, merges_manifests
 from eosink_iceberg.operator_hooks import IcebergOperatorHooks
 from eosink_iceberg.outcome import CommitMarker, commit_may_land, marker_path
 from eosink_iceberg.options import FORMAT_VERSIONS, IcebergOptions, split_catalog_options
@@ -295,7 +295,9 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             for f in files:
                 add.append_data_file(f.data_file())
         if self.options.keep_snapshots:
-            expire_beyond(txn, self.options.keep_snapshots)
+            expire_beyond(
+                txn, self.options.keep_snapshots, guard=checks_requirements_itself(table.catalog)
+            )
         crash_point("commit:checked")
         if marker is not None:
             marker.before_send(state.attempt, state.table_uuid)
