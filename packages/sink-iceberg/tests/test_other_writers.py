@@ -101,7 +101,8 @@ def filters() -> list[tuple[str, Any, Callable[[dict], bool]]]:
 
     hour = dt.datetime(2024, 3, 2, 12, 30)
     by_id = [
-        (f"id = {i}", EqualTo("id", i), lambda r, i=i: r["id"] == i) for i in (2, *range(1000, 1005))
+        (f"id = {i}", EqualTo("id", i), lambda r, i=i: r["id"] == i)
+        for i in (2, *range(1000, 1005))
     ]
     return by_id + [
         ("cat = 'banana'", EqualTo("cat", "banana"), lambda r: r["cat"] == "banana"),
@@ -162,9 +163,7 @@ def test_a_spec_changed_and_changed_back_still_commits(tmp_path):
     from pyiceberg.transforms import TruncateTransform
 
     catalog = catalog_properties(tmp_path)
-    creator = IcebergSink(
-        table=TABLE, catalog=catalog, create_namespace=True, partition_by=["cat"]
-    )
+    creator = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=["cat"])
     assert run(creator, 0, [batch(0)]).status == "committed"
     sink = IcebergSink(table=TABLE, catalog=catalog)
 
