@@ -18,6 +18,7 @@ instance, executor and reader built from the properties goes through them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyiceberg.catalog.sql import SqlCatalog
@@ -37,6 +38,11 @@ from eosink.testing.faultfs import (
 STORE_PROPERTY = "eosink-test.store"
 #: The regular expression of a catalog request's key (a :class:`StoreFault` ``path``).
 CATALOG_KEYS = r"^[^/]+/catalog/"
+#: The fault kind of a commit the catalog applies only after its client saw it fail.
+LATE_APPLY = "late_apply"
+
+#: Per store: the commits failed with :data:`LATE_APPLY`, not applied yet.
+_late: dict[str, list[Callable[[], Any]]] = {}
 
 
 class FaultyFileIO(FsspecFileIO):
@@ -75,6 +81,10 @@ class FaultyCatalog(SqlCatalog):
             kind = store.fired[-1].kind if len(store.fired) > fired else "error"
             if kind == "error":
                 raise CommitFailedException(f"commit refused: {exc}") from exc
+            if kind == LATE_APPLY:
+                _late.setdefault(store.name, []).append(
+                    lambda: super(FaultyCatalog, self).commit_table(table, requirements, updates)
+                )
             raise CommitStateUnknownException(f"commit outcome unknown: {exc}") from exc
 
 
@@ -87,6 +97,20 @@ def faulty_catalog(store: ObjectStore, folder: str) -> dict[str, str]:
         "warehouse": store.url("warehouse"),
         STORE_PROPERTY: store.name,
     }
+
+
+def land_late_commits(store: ObjectStore) -> list[bool]:
+    """The catalog finishes the commits it was still applying (:data:`LATE_APPLY`), in order:
+    for each, whether it landed (a commit whose requirements no longer hold is refused then)."""
+    landed = []
+    for apply in _late.pop(store.name, []):
+        try:
+            apply()
+        except CommitFailedException:
+            landed.append(False)
+        else:
+            landed.append(True)
+    return landed
 
 
 def catalog_fault(kind: str, after: int = 1) -> StoreFault:

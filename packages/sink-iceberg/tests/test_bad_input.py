@@ -205,3 +205,25 @@ def test_spark_style_options_with_catalog_properties(catalog):
     assert "TOPSECRET" not in repr(sink)
     with pytest.raises(EosinkError, match="unknown option"):
         IcebergSink.from_options({**options, "partitoin_by": "x"})
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "postgresql+psycopg://eosink@db.internal:5432/catalog?password=hunter2-XYZ&sslmode=require",
+        "postgresql+psycopg://eosink@db.internal/catalog?sslmode=require&PASSWORD=hunter2-XYZ",
+        "https://catalog.internal/api?token=hunter2-XYZ",
+    ],
+)
+def test_a_password_in_the_catalog_uris_query_never_shows(tmp_path, uri):
+    """SQLAlchemy passes a URL's query parameters to the driver, ``password`` among them: the
+    options' ``repr`` and the catalog's error texts mask it, and keep the rest of the URL."""
+    from eosink_iceberg.catalog import scrub
+
+    sink = IcebergSink(table=TABLE, catalog={"type": "sql", "uri": uri})
+    shown = repr(sink.options)
+    assert "hunter2-XYZ" not in shown and "hunter2-XYZ" not in repr(sink)
+    assert "catalog.internal" in shown or "db.internal" in shown
+    assert "sslmode=require" in shown or "token=" in shown
+    error = scrub(f"could not connect to {uri}: password hunter2-XYZ rejected", sink.options)
+    assert "hunter2-XYZ" not in error

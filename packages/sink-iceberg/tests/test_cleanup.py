@@ -71,3 +71,39 @@ def test_verify_reports_a_missing_file(tmp_path):
     os.remove(path)
     result = plugin_manager(sink).hook.verify_target()
     assert not result.ok and "missing" in result.problems[0]
+
+
+def test_cleanup_keeps_the_files_of_another_table_sharing_the_data_folder(tmp_path):
+    """After a rename, pyiceberg gives a new table of the old name the old location: two tables
+    share one data folder. A file is an orphan only if no table of the catalog that uses the
+    folder lists it; the renamed table's live files must survive ``cleanup --delete``."""
+    from pyiceberg.catalog import load_catalog
+
+    catalog = catalog_properties(tmp_path)
+    old = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True)
+    assert run(old, 0).status == "committed"
+    load_catalog("eosink", **catalog).rename_table(TABLE, "lake.events_2025")
+    renamed = IcebergSink(table="lake.events_2025", catalog=catalog)
+    assert run(renamed, 1).status == "committed"
+    new = IcebergSink(table=TABLE, catalog=catalog)  # created anew at the old location
+    assert run(new, 0).status == "committed"
+    assert load(catalog).metadata.location == load(catalog, "lake.events_2025").metadata.location
+    # a crashed attempt of the new table: its file is the only orphan
+    pm = plugin_manager(IcebergSink(table=TABLE, catalog=catalog))
+    ctx = BatchContext(sink="iceberg", writer_id="w", batch_id=1, query_id="q")
+    state = prepare(pm, ctx, rows(1).schema).state
+    pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=3, batches=iter([rows(1)]))
+
+    for sink in (new, renamed):
+        done = plugin_manager(sink).hook.cleanup_target(older_than_s=0, delete=True)
+        assert len(done.removable) <= 1, done.removable
+    for name, ids in ((TABLE, range(5)), ("lake.events_2025", [*range(5), *range(1000, 1005)])):
+        assert sorted(read_pyiceberg(catalog, name).column("id").to_pylist()) == list(ids)
+        assert plugin_manager(IcebergSink(table=name, catalog=catalog)).hook.verify_target().ok
+    data = tmp_path / "warehouse" / "lake" / "events" / "data"
+    listed = {
+        t.file.file_path.rsplit("/", 1)[-1]
+        for name in (TABLE, "lake.events_2025")
+        for t in load(catalog, name).scan().plan_files()
+    }
+    assert {p.name for p in data.iterdir()} == listed  # the crashed attempt's file is gone

@@ -12,7 +12,7 @@ from eosink_iceberg.sink import IcebergSink
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
-from iceberg_faults import catalog_fault, faulty_catalog
+from iceberg_faults import LATE_APPLY, catalog_fault, faulty_catalog, land_late_commits
 from iceberg_helpers import TABLE, read_pyiceberg, run
 import test_simulation
 
@@ -93,6 +93,43 @@ def test_a_commit_that_did_not_land_fails_the_batch_and_its_replay_writes_it(tmp
         run(sink, 1)
     assert ids(catalog) == list(range(5))
     assert run(sink, 1).status == "committed"
+    assert ids(catalog) == [*range(5), *range(1000, 1005)]
+
+
+@pytest.mark.parametrize("retries", [0, 3])
+def test_a_commit_the_catalog_applies_after_its_reply_was_lost_keeps_its_files(
+    tmp_path, store, retries
+):
+    """The reply is lost while the catalog is still applying the commit: the sink finds no
+    proof yet, so the outcome is unknown, and nothing the attempt wrote may be deleted (Java
+    Iceberg's rule after ``CommitStateUnknownException``). The commit then lands: every file
+    the table lists must be there, and the replay is skipped by the proof."""
+    catalog = faulty_catalog(store, str(tmp_path))
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, commit_retries=retries)
+    assert run(sink, 0).status == "committed"
+    store.arm(catalog_fault(LATE_APPLY))
+    with pytest.raises(SinkError, match="unknown"):
+        run(sink, 1)
+    assert [f.kind for f in store.fired] == [LATE_APPLY]
+    assert land_late_commits(store) == [True]
+    assert ids(catalog) == [*range(5), *range(1000, 1005)]  # every listed file is readable
+    assert run(sink, 1).status == "skipped"
+    assert run(sink, 2).status == "committed"
+    assert ids(catalog) == [*range(5), *range(1000, 1005), *range(2000, 2005)]
+
+
+def test_a_late_commit_the_replay_overtook_is_refused_and_its_files_stay_orphans(tmp_path, store):
+    """The other order: the replay commits the batch first; the late commit then fails the
+    catalog's check of the head it started from and never lands. Its files are orphans for
+    ``eosink cleanup``, never rows seen twice."""
+    catalog = faulty_catalog(store, str(tmp_path))
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True)
+    assert run(sink, 0).status == "committed"
+    store.arm(catalog_fault(LATE_APPLY))
+    with pytest.raises(SinkError, match="unknown"):
+        run(sink, 1)
+    assert run(sink, 1).status == "committed"
+    assert land_late_commits(store) == [False]
     assert ids(catalog) == [*range(5), *range(1000, 1005)]
 
 

@@ -12,9 +12,9 @@ import threading
 from typing import Any
 
 from eosink.plugin import ConfigurationError, SinkError
-from eosink.options import masked, secret_values
+from eosink.options import secret_values
 
-from eosink_iceberg.options import IcebergOptions
+from eosink_iceberg.options import IcebergOptions, mask_uri, query_secrets
 
 _CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 _LOCK = threading.Lock()
@@ -22,12 +22,15 @@ _LOCK = threading.Lock()
 
 def scrub(text: str, options: IcebergOptions) -> str:
     """``text`` without the catalog's credentials (errors of clients may quote them)."""
-    for secret in secret_values(options.catalog):
-        text = text.replace(secret, "***")
     for value in options.catalog.values():
-        shown = masked(value)
+        shown = mask_uri(value)
         if shown != value:
             text = text.replace(value, shown)
+    secrets = secret_values(options.catalog)
+    for value in options.catalog.values():
+        secrets += query_secrets(value)
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, "***")
     return text
 
 

@@ -8,6 +8,12 @@ current one: time travel reads them), and reports, or with ``delete`` removes, t
 older than ``older_than_s`` by the eosink clock. A live batch's files are not in a snapshot
 yet either: set the threshold above your longest batch. Files that a snapshot's expiry
 released are Iceberg's own maintenance (``expire_snapshots`` with file cleanup), not this.
+
+A data folder may be shared: after a rename, pyiceberg creates a new table of the old name at
+the old location. So the files kept are those any table of the catalog lists whose data folder
+is, holds or lies inside this one (O(catalog): one listing of its tables, each loaded). A
+table that cannot be loaded makes the cleanup refuse rather than guess. Tables of other
+catalogs on the same folder cannot be seen: give each catalog its own warehouse.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from eosink.plugin import clock
+from eosink.plugin import ConfigurationError, clock
 from eosink.logs import get_logger
 from eosink.reports import CleanupReport, Leftover
 from eosink_iceberg.files import FILE_PREFIX
@@ -40,11 +46,60 @@ def referenced(table: Any) -> set[str]:
     return paths
 
 
+def data_folder(table: Any) -> str:
+    return f"{table.metadata.location.rstrip('/')}/data"
+
+
+def _overlap(one: str, other: str) -> bool:
+    """Whether two folders are the same, or one holds the other."""
+    a, b = _same(one).rstrip("/") + "/", _same(other).rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def _namespaces(catalog: Any) -> list[tuple[str, ...]]:
+    found, todo = [], [()]
+    while todo:
+        parent = todo.pop()
+        children = catalog.list_namespaces(parent) if parent else catalog.list_namespaces()
+        for child in children:
+            child = tuple(child)
+            if child not in found and child != parent:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def sharing_tables(options: Any, table: Any) -> list[Any]:
+    """The catalog's other tables whose data folder overlaps ``table``'s."""
+    from eosink_iceberg.catalog import catalog_of, scrub
+
+    catalog = catalog_of(options)
+    ours = tuple(table.name())
+    out = []
+    for namespace in _namespaces(catalog):
+        for identifier in catalog.list_tables(namespace):
+            if tuple(identifier) == ours:
+                continue
+            name = ".".join(identifier)
+            try:
+                other = catalog.load_table(identifier)
+            except Exception as exc:  # noqa: BLE001 - any client error: refuse, never guess
+                raise ConfigurationError(
+                    f"sink 'iceberg': cleanup of {options.table} cannot load table {name} of "
+                    f"the catalog ({type(exc).__name__}: {scrub(str(exc), options)}), which "
+                    "may share its data folder; nothing was deleted. Fix the catalog, or "
+                    "remove orphans with the engine's own orphan-file removal."
+                ) from None
+            if _overlap(data_folder(other), data_folder(table)):
+                out.append(other)
+    return out
+
+
 def _listing(table: Any) -> list[tuple[str, int, float]]:
     """(location, size, mtime in seconds) of every file under the table's data folder."""
     from pyarrow import fs as pafs
 
-    data = f"{table.metadata.location.rstrip('/')}/data"
+    data = data_folder(table)
     parsed = urlparse(data)
     scheme = parsed.scheme or "file"
     filesystem = _filesystem(table.io, scheme, parsed.netloc)
@@ -86,6 +141,15 @@ def cleanup(options: Any, table: Any, older_than_s: float, delete: bool) -> Clea
     if older_than_s < 0:
         raise ValueError("older_than_s must be >= 0")
     listed = {_same(p) for p in referenced(table)}
+    neighbours = sharing_tables(options, table)
+    for other in neighbours:
+        listed |= {_same(p) for p in referenced(other)}
+    if neighbours:
+        log.info(
+            "iceberg.cleanup_shared_folder",
+            table=options.table,
+            sharing=[".".join(t.name()) for t in neighbours],
+        )
     now = clock.now()
     removable, kept = [], []
     for location, size, mtime in _listing(table):

@@ -10,19 +10,48 @@ never show in a ``repr``, a log line or an error: credential-like values are mas
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from eosink.plugin import ConfigurationError
-from eosink.options import mapping_option, masked, names, option_key
+from eosink.options import MASK, is_secret_key, mapping_option, masked, names, option_key
 
 #: Spark options ``catalog.<property>`` are the entries of the ``catalog`` field.
 CATALOG_PREFIX = "catalog."
 #: Table format versions this sink writes (pyiceberg writes v3 only in part).
 FORMAT_VERSIONS = (1, 2)
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
+
+
+#: A URL query's parameter: its separator, name and value.
+_QUERY_PARAMETER = re.compile(r"([?&])([^=&#?]+)=([^&#]*)")
+
+
+def query_secrets(text: str) -> list[str]:
+    """The values of a URL query's credential-like parameters (``?password=...``, which
+    SQLAlchemy passes on to the database driver; ``token=``...)."""
+    return [m.group(3) for m in _QUERY_PARAMETER.finditer(text) if is_secret_key(m.group(2))]
+
+
+def mask_uri(text: str) -> str:
+    """``text`` with its user info (``user:pass@``) and credential-like query values masked."""
+    text = masked(text)
+
+    def hide(match: re.Match[str]) -> str:
+        if is_secret_key(match.group(2)) and match.group(3):
+            return f"{match.group(1)}{match.group(2)}={MASK}"
+        return match.group(0)
+
+    return _QUERY_PARAMETER.sub(hide, text)
+
+
+def shown_catalog(catalog: Mapping[str, str]) -> dict[str, str]:
+    """The catalog properties as a ``repr`` may show them: credentials masked, in values whose
+    key says so and inside URIs."""
+    return {k: MASK if is_secret_key(k) else mask_uri(v) for k, v in catalog.items()}
 
 
 def catalog_properties(value: Any) -> dict[str, str]:
@@ -114,7 +143,7 @@ class IcebergOptions:
     catalog: dict[str, str] = attrs.field(
         factory=dict,
         converter=catalog_properties,
-        repr=lambda value: repr(masked(value)),
+        repr=lambda value: repr(shown_catalog(value)),
         hash=False,
     )
     catalog_name: str = "eosink"

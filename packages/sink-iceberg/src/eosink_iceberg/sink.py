@@ -18,7 +18,9 @@
   re-commit the same files without checking the proof, are off for these commits: a zombie
   attempt of a batch another attempt committed loses cleanly instead of writing it twice.
 * ``is_committed`` reads the writer's proof property of the freshly loaded table.
-* ``abort`` deletes an attempt's files only when its commit is not in the table.
+* ``abort`` deletes an attempt's files only when its commit is not in the table and no commit
+  of it is in doubt: a commit whose reply was lost may land after anyone looked
+  (:mod:`eosink_iceberg.outcome`); then the files stay for ``eosink cleanup``.
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ from eosink.plugin import (
 from eosink.logs import get_logger
 from eosink_iceberg import catalog as catalogs
 from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, TableLayout, size_of
-from eosink_iceberg.history import expire_beyond, merges_manifests
+from eosink_iceberg.history import checks_requirements_itself, expire_beyond, merges_manifests
 from eosink_iceberg.operator_hooks import IcebergOperatorHooks
+from eosink_iceberg.outcome import CommitMarker, commit_may_land, marker_path
 from eosink_iceberg.options import FORMAT_VERSIONS, IcebergOptions, split_catalog_options
-from eosink_iceberg.partitioning import check_spec, new_spec
+from eosink_iceberg.partitioning import check_spec, new_spec, spec_fields
 from eosink_iceberg.proof import (
     NO_RETRIES,
     StoredProof,
@@ -60,6 +63,11 @@ from eosink_iceberg.proof import (
 from eosink_iceberg.schema import check_schema, iceberg_schema
 
 log = get_logger("eosink.iceberg")
+
+
+class CommitOutcomeUnknown(SinkError):
+    """A catalog commit failed without saying whether it landed, and no proof shows it yet:
+    the catalog may still apply it, so nothing this attempt wrote is deleted."""
 
 
 @attrs.frozen
@@ -176,11 +184,25 @@ class IcebergSink(IcebergOperatorHooks, Sink):
     ) -> None:
         files = [f for m in messages for f in m.files]
         self._check_files_exist(ctx, state, files)
+        marker = CommitMarker(self._io(state.layout), marker_path(state.layout, state.attempt))
+        try:
+            self._commit_with_retries(ctx, state, files, proof, marker)
+        finally:
+            marker.finish()
+
+    def _commit_with_retries(
+        self,
+        ctx: BatchContext,
+        state: IcebergState,
+        files: list[IcebergFile],
+        proof: Proof,
+        marker: CommitMarker,
+    ) -> None:
         for attempt in range(self.options.commit_retries + 1):
             table = self._decide(ctx, state)
             if table is None:
                 return  # this attempt's own commit landed already (a lost reply)
-            if not self._commit_on(table, ctx, state, files, proof):
+            if not self._commit_on(table, ctx, state, files, proof, marker):
                 log.info(
                     "iceberg.commit_conflict",
                     table=self.table_name,
@@ -240,6 +262,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         state: IcebergState,
         files: list[IcebergFile],
         proof: Proof,
+        marker: CommitMarker | None = None,
     ) -> bool:
         """One catalog commit: (complete mode: every current file deleted,) the files appended
         in a snapshot whose summary holds the proof, and the writer's proof property.
@@ -272,14 +295,22 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             for f in files:
                 add.append_data_file(f.data_file())
         if self.options.keep_snapshots:
-            expire_beyond(txn, self.options.keep_snapshots)
+            expire_beyond(
+                txn, self.options.keep_snapshots, guard=checks_requirements_itself(table.catalog)
+            )
         crash_point("commit:checked")
+        if marker is not None:
+            marker.before_send(state.attempt, state.table_uuid)
         try:
             txn.commit_transaction()
         except CommitFailedException:
+            if marker is not None:
+                marker.known()
             return False
         except Exception as exc:  # noqa: BLE001 - the catalog's reply is lost or unclear
             self._unknown_outcome(ctx, state, exc)
+        if marker is not None:
+            marker.known()
         return True
 
     def _unknown_outcome(self, ctx: BatchContext, state: IcebergState, exc: Exception) -> None:
@@ -293,15 +324,19 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             if stored is not None and stored.attempt == state.attempt:
                 log.info("iceberg.commit_landed_despite_error", table=self.table_name)
                 return
-        raise SinkError(
+        raise CommitOutcomeUnknown(
             f"{ctx.label}: the commit to table {self.table_name} failed "
-            f"({type(exc).__name__}: {catalogs.scrub(str(exc), self.options)}); the batch will "
-            "be written again when the query restarts unless the commit landed"
+            f"({type(exc).__name__}: {catalogs.scrub(str(exc), self.options)}) and its outcome "
+            "is unknown: the catalog may still apply it. Restart the query: the proof decides "
+            "whether the batch is written again. This attempt's files are kept (eosink "
+            "cleanup removes them if no snapshot lists them)."
         ) from exc
 
     def _check_still_compatible(self, ctx: BatchContext, table: Any, state: IcebergState) -> None:
-        """The files were written for the layout's schema: every column must still be there,
-        by field id and type (another writer may have evolved the table since)."""
+        """The files were written for the layout's schema and partition spec: every column must
+        still be there, by field id and type, and the spec must still be the one the files'
+        partition tuples were computed for (another writer may have evolved the table since)."""
+        self._check_same_spec(ctx, table, state)
         current = table.metadata.schema()
         if current.schema_id == state.layout.schema().schema_id:
             return
@@ -315,6 +350,26 @@ class IcebergSink(IcebergOperatorHooks, Sink):
                     f"{ctx.label}: column {field.name!r} of table {self.table_name} was dropped "
                     "or changed while the batch ran; nothing was committed. Restart the query."
                 )
+
+    def _check_same_spec(self, ctx: BatchContext, table: Any, state: IcebergState) -> None:
+        """pyiceberg files every appended file under the table's current default spec; files
+        whose tuples were computed for another spec would be pruned wrongly by every reader
+        that filters on the partition (rows skipped). Iceberg allows files of older specs, but
+        pyiceberg cannot write their manifest: the batch is refused, and its rerun writes it for
+        the new spec."""
+        written_for = state.layout.spec()
+        current = table.metadata.spec()
+        if current.compatible_with(written_for):
+            return
+        old = [f"{t}({c})" for t, c in spec_fields(written_for, state.layout.schema())]
+        new = [f"{t}({c})" for t, c in spec_fields(current, table.metadata.schema())]
+        raise SinkError(
+            f"{ctx.label}: the partition spec of table {self.table_name} changed while the batch "
+            f"ran (from {old or 'unpartitioned'} to {new or 'unpartitioned'}); the batch's files "
+            "were written for the old spec, and filed under the new one readers would skip their "
+            "rows. Nothing was committed. Restart the query: the batch is written again for the "
+            "new spec."
+        )
 
     def _check_files_exist(
         self, ctx: BatchContext, state: IcebergState, files: list[IcebergFile]
@@ -355,6 +410,15 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         if landed is not False:
             return  # committed, or cannot tell: keep the files; cleanup handles orphans
         io = self._io(state.layout)
+        if commit_may_land(io, state.layout, state.attempt):
+            log.warning(
+                "iceberg.commit_outcome_unknown",
+                table=self.table_name,
+                writer=ctx.writer_id,
+                batch=ctx.batch_id,
+                files=len(files),
+            )
+            return  # a commit sent may still land: its files stay for cleanup
         for f in files:
             try:
                 io.delete(f.path)
