@@ -50,8 +50,14 @@ class FsspecStorage:
         return changed
 
     def with_endpoint_url(self, options: dict[str, Any], url: str) -> dict[str, Any]:
-        # one attempt: botocore would retry the refused connection for a while
-        return {**options, "client_kwargs": {"endpoint_url": url}, "retries": 1}
+        # one attempt: botocore would retry the refused connection for a while. (s3fs hands
+        # keys it does not know, such as a bare ``retries``, to aiobotocore's session, which
+        # fails with a TypeError: a refusal of that said nothing of the endpoint.)
+        return {
+            **options,
+            "client_kwargs": {"endpoint_url": url},
+            "config_kwargs": {"retries": {"max_attempts": 1}},
+        }
 
 
 class ObjectStoreStorage:
