@@ -43,42 +43,42 @@ def set_retention_and_checkpoint(spark, table: str, retention: str) -> None:
     )
 
 
-def test_txn_survives_delta_spark_checkpoint_and_replay_is_skipped(delta_spark, tmp_path):
+def test_txn_survives_delta_spark_checkpoint_and_replay_is_skipped(delta_runs, tmp_path):
     target = str(tmp_path / "table")
     sink = DeltaSink(path=target)
-    df = delta_spark.createDataFrame([(i,) for i in range(8)], "id long")
+    df = delta_runs.createDataFrame([(i,) for i in range(8)], "id long")
     for version in range(3):
         [outcome] = eosink.write_batch(df, sink, writer_id="job", version=version)
         assert outcome.status == "committed"
-    set_retention_and_checkpoint(delta_spark, target, "interval 30 days")
+    set_retention_and_checkpoint(delta_runs, target, "interval 30 days")
     assert checkpoint_txns(target) == [("job", 2)]
     # The query's replay of its last batch (a restart after a crash before Spark's commit log).
     [replayed] = eosink.write_batch(df, sink, writer_id="job", version=2)
     assert replayed.status == "skipped"
-    assert delta_spark.read.format("delta").load(target).count() == 24
+    assert delta_runs.read.format("delta").load(target).count() == 24
 
 
-def test_txn_survives_delta_spark_checkpoint_complete_mode(delta_spark, tmp_path):
+def test_txn_survives_delta_spark_checkpoint_complete_mode(delta_runs, tmp_path):
     target = str(tmp_path / "table")
     sink = DeltaSink(path=target)
-    df = delta_spark.createDataFrame([(i,) for i in range(8)], "id long")
+    df = delta_runs.createDataFrame([(i,) for i in range(8)], "id long")
     for version in range(2):
         [outcome] = eosink.write_batch(df, sink, writer_id="job", version=version, mode="complete")
         assert outcome.status == "committed"
-    set_retention_and_checkpoint(delta_spark, target, "interval 30 days")
+    set_retention_and_checkpoint(delta_runs, target, "interval 30 days")
     assert checkpoint_txns(target) == [("job", 1)]
     [replayed] = eosink.write_batch(df, sink, writer_id="job", version=1, mode="complete")
     assert replayed.status == "skipped"
 
 
-def test_delta_spark_engine_keeps_its_proof_under_retention(delta_spark, tmp_path):
+def test_delta_spark_engine_keeps_its_proof_under_retention(delta_runs, tmp_path):
     target = str(tmp_path / "table")
-    df = delta_spark.createDataFrame([(i,) for i in range(8)], "id long")
+    df = delta_runs.createDataFrame([(i,) for i in range(8)], "id long")
     for version in range(2):
         outcome = engines.write_batch(df, target, writer_id="job", version=version)
         assert outcome.status == "committed"
-    set_retention_and_checkpoint(delta_spark, target, "interval 30 days")
+    set_retention_and_checkpoint(delta_runs, target, "interval 30 days")
     assert checkpoint_txns(target) == [("job", 1)]
     assert engines.write_batch(df, target, writer_id="job", version=1).status == "skipped"
     assert engines.write_batch(df, target, writer_id="job", version=2).status == "committed"
-    assert delta_spark.read.format("delta").load(target).count() == 24
+    assert delta_runs.read.format("delta").load(target).count() == 24
