@@ -19,8 +19,9 @@ import duckdb
 import duckdb_extension_delta
 import polars_deltalake
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pytest
-from deltalake import DeltaTable, QueryBuilder
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from delta_helpers import QUERY, log_actions, run
 from eosink_delta.sink import DeltaSink
 
@@ -196,3 +197,117 @@ def test_string_bounds_are_truncated_as_deltas_writer_does(value, limit, lower, 
     assert truncated_min(value, limit) <= value
     if upper is not None:
         assert upper >= value
+
+
+STRUCT = pa.struct(
+    [
+        ("a", pa.int64()),
+        ("b", pa.string()),
+        ("n", pa.struct([("c", pa.bool_())])),
+        ("l", pa.list_(pa.int32())),
+    ]
+)
+#: Nulls at both levels (a null struct; a struct whose fields are null), one row per row group.
+STRUCT_ROWS = [
+    {"a": 1, "b": "x", "n": {"c": True}, "l": [1]},
+    None,
+    {"a": None, "b": "y" * 40, "n": None, "l": None},
+    {"a": 3, "b": None, "n": {"c": None}, "l": []},
+    None,
+    {"a": 7, "b": BIG, "n": {"c": False}, "l": [2, 3]},
+]
+STRUCT_FILTERS = [
+    ("s is null", ds.field("s").is_null()),
+    ("s is not null", ~ds.field("s").is_null()),
+    ("s.a = 3", ds.field("s", "a") == 3),
+    ("s.a = 7", ds.field("s", "a") == 7),
+    ("s.a is null", ds.field("s", "a").is_null()),
+    ("s.a is not null", ~ds.field("s", "a").is_null()),
+    ("s.n.c = false", ds.field("s", "n", "c") == False),  # noqa: E712 - an expression
+    ("s.n.c is null", ds.field("s", "n", "c").is_null()),
+    (f"s.b = '{'y' * 40}'", ds.field("s", "b") == "y" * 40),
+    (f"s.b = '{BIG}'", ds.field("s", "b") == BIG),
+]
+
+
+def test_a_struct_column_has_nested_stats_every_reader_filters_by(tmp_path):
+    """Finding: a struct column had no stats at all, and delta-rs' pyarrow dataset turned the
+    absent bound into ``s >= null``: ``s IS NULL`` read none of the null structs, ``s IS NOT
+    NULL`` all rows. Delta's writers write nested stats that mirror the schema (PROTOCOL.md,
+    Per-file Statistics): each field's nullCount (a null struct counts as null in each of its
+    fields) and bounds, an object (maybe empty) for every struct with a field that has them."""
+    path = str(tmp_path / "t")
+    batches = [
+        pa.record_batch({"id": pa.array([i], pa.int64()), "s": pa.array([row], STRUCT)})
+        for i, row in enumerate(STRUCT_ROWS)
+    ]
+    assert one_task(DeltaSink(path=path, row_group_rows=1), batches) == "committed"
+    no_nulls = pa.record_batch(
+        {"id": pa.array([10, 11], pa.int64()), "s": pa.array([STRUCT_ROWS[0]] * 2, STRUCT)}
+    )
+    assert run(DeltaSink(path=path), 1, [no_nulls]).status == "committed"
+    first, second = stats_of(path)
+    # What delta-rs' own writer counts for the same rows.
+    theirs = str(tmp_path / "theirs")
+    write_deltalake(theirs, pa.Table.from_batches(batches))
+    (their_stats,) = stats_of(theirs)
+    assert first["nullCount"] == their_stats["nullCount"]
+    assert first["nullCount"]["s"] == {"a": 3, "b": 3, "n": {"c": 4}}
+    assert first["minValues"]["s"]["a"] == 1 and first["maxValues"]["s"]["a"] == 7
+    assert first["maxValues"]["s"]["b"] >= BIG
+    assert first["minValues"]["s"]["n"] == {"c": False}
+    assert second["nullCount"]["s"] == {"a": 0, "b": 0, "n": {"c": 0}}
+    full = DeltaTable(path).to_pyarrow_table()
+    for where, expression in STRUCT_FILTERS:
+        expected = full.filter(expression).num_rows
+        counts = {
+            "delta-rs sql": _sql_count(path, where),
+            "delta-rs dataset": DeltaTable(path).to_pyarrow_table(filters=expression).num_rows,
+            "delta-kernel-rs": _kernel_count(path, where),
+            "duckdb": _duckdb_count(path, where),
+        }
+        assert counts == every(expected), where
+
+
+def test_an_all_null_struct_field_still_has_an_object_in_the_bounds(tmp_path):
+    """delta-rs' writer writes ``{}`` for a struct whose fields have no bounds (all null):
+    without it its pyarrow dataset reads ``s >= null`` again."""
+    path = str(tmp_path / "t")
+    batch = pa.record_batch(
+        {"id": pa.array([1, 2], pa.int64()), "s": pa.array([None, {"a": None}], STRUCT)}
+    )
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    (stats,) = stats_of(path)
+    assert stats["minValues"]["s"] == {"n": {}} and stats["maxValues"]["s"] == {"n": {}}
+    assert stats["nullCount"]["s"] == {"a": 2, "b": 2, "n": {"c": 2}}
+    dataset = DeltaTable(path).to_pyarrow_dataset()
+    assert dataset.to_table(filter=ds.field("s").is_null()).num_rows == 1
+    assert dataset.to_table(filter=~ds.field("s").is_null()).num_rows == 1
+
+
+def test_a_struct_column_the_stream_lacks_reads_as_null(tmp_path):
+    """The stream lacks the table's struct column: every field counted null, and the bounds an
+    object per struct level, as delta-rs' writer writes them (without them its pyarrow dataset
+    read ``s IS NULL`` as no row of the file and ``s IS NOT NULL`` as all of them)."""
+    path = str(tmp_path / "t")
+    sink = DeltaSink(path=path)
+    wide = pa.record_batch(
+        {"id": pa.array([1], pa.int64()), "s": pa.array([STRUCT_ROWS[0]], STRUCT)}
+    )
+    narrow = pa.record_batch({"id": pa.array([2, 3], pa.int64())})
+    assert run(sink, 0, [wide]).status == "committed"
+    assert run(sink, 1, [narrow]).status == "committed"
+    stats = stats_of(path)[-1]
+    assert stats["nullCount"]["s"] == {"a": 2, "b": 2, "n": {"c": 2}}
+    assert stats["minValues"]["s"] == stats["maxValues"]["s"] == {"n": {}}
+    full = DeltaTable(path).to_pyarrow_table()
+    for where, expression in STRUCT_FILTERS[:6]:
+        expected = full.filter(expression).num_rows
+        counts = {
+            "delta-rs sql": _sql_count(path, where),
+            "delta-rs dataset": DeltaTable(path).to_pyarrow_table(filters=expression).num_rows,
+            "duckdb": _duckdb_count(path, where),
+        }
+        # Not polars: its scan fails on a file without the struct column, stats or none
+        # ("expected `Struct`, got `u32` for series `s_nc`").
+        assert counts == dict.fromkeys(counts, expected), where

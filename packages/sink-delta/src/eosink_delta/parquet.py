@@ -153,16 +153,43 @@ class _ColumnStats:
     bounded: bool = True
 
 
-def _gather(metadata: Any, schema: pa.Schema) -> dict[str, _ColumnStats]:
-    columns: dict[str, _ColumnStats] = {}
+def _leaf_paths(schema: pa.Schema) -> list[tuple[str, ...] | None]:
+    """The Parquet leaf columns of ``schema`` in the file's order: the path of a leaf reached
+    through structs only (the leaves Delta's nested stats describe), ``None`` for a leaf inside
+    a list or a map (no stats, as in Delta's writers)."""
+    out: list[tuple[str, ...] | None] = []
+
+    def walk(t: pa.DataType, path: tuple[str, ...] | None) -> None:
+        if pa.types.is_struct(t):
+            for f in t:
+                walk(f.type, None if path is None else (*path, f.name))
+        elif pa.types.is_map(t):
+            walk(t.key_type, None)
+            walk(t.item_type, None)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            walk(t.value_type, None)
+        else:
+            out.append(path)
+
+    for field in schema:
+        walk(field.type, (field.name,))
+    return out
+
+
+def _gather(metadata: Any, schema: pa.Schema) -> dict[tuple[str, ...], _ColumnStats]:
+    """Each leaf column's stats over the row groups, by its path (a struct field's leaf: the
+    struct's name, then the fields'). A leaf's null count counts the rows where it or a struct
+    around it is null, as Delta's writers count a nested field's nulls."""
+    paths = _leaf_paths(schema)
+    columns: dict[tuple[str, ...], _ColumnStats] = {}
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         for i in range(group.num_columns):
             column = group.column(i)
-            name = column.path_in_schema
-            if name not in schema.names:
-                continue  # a nested column's leaf
-            c = columns.setdefault(name, _ColumnStats())
+            path = paths[i] if i < len(paths) else None
+            if path is None or ".".join(path) != column.path_in_schema:
+                continue  # inside a list or a map
+            c = columns.setdefault(path, _ColumnStats())
             s = column.statistics
             if s is None or not s.has_null_count:
                 c.nulls_known = c.bounded = False
@@ -189,6 +216,73 @@ def _from_data(column: Any) -> tuple[Any, Any]:
     return found["min"].as_py(), found["max"].as_py()
 
 
+def _field_data(column: Any, fields: tuple[str, ...]) -> Any:
+    """A struct column's field's values, null where a struct around it is null."""
+    import pyarrow.compute as pc
+
+    for name in fields:
+        column = pc.struct_field(column, name)
+    return column
+
+
+@attrs.define
+class _Stats:
+    """The nested dicts of one struct level (the file's top level the outermost)."""
+
+    mins: dict[str, Any] = attrs.field(factory=dict)
+    maxs: dict[str, Any] = attrs.field(factory=dict)
+    nulls: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _describe(
+    name: str,
+    t: pa.DataType,
+    path: tuple[str, ...],
+    gathered: dict[tuple[str, ...], _ColumnStats],
+    read_column: Callable[[str], Any] | None,
+    out: _Stats,
+) -> bool:
+    """Puts column ``name``'s stats into ``out``; True when it has a type with bounds (a
+    struct: a field of one), whose bounds then go in, as an empty object if none is known:
+    delta-rs' writer writes one, and its pyarrow dataset reads a struct without one as
+    ``s >= null`` (``s IS NULL`` then reads no row, ``s IS NOT NULL`` every row)."""
+    if pa.types.is_struct(t):
+        inner = _Stats()
+        bounded = False
+        for f in t:
+            bounded |= _describe(f.name, f.type, (*path, f.name), gathered, read_column, inner)
+        if inner.nulls:
+            out.nulls[name] = inner.nulls
+        if bounded:
+            out.mins[name], out.maxs[name] = inner.mins, inner.maxs
+        return bounded
+    c = gathered.get(path)
+    if c is None:
+        return False  # a list or map: no stats
+    if not _bounded_type(t):
+        if c.nulls_known and len(path) == 1:
+            out.nulls[name] = c.nulls
+        return False  # in a struct, no stats at all: delta-rs' writer writes none
+    if c.nulls_known:
+        out.nulls[name] = c.nulls
+    lo, hi = c.lo, c.hi
+    if not c.bounded:
+        lo = hi = None
+        if read_column is not None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            lo, hi = _from_data(_field_data(read_column(path[0]), path[1:]))
+    if lo is None or hi is None:
+        return True
+    if isinstance(lo, str):
+        lo, hi = truncated_min(lo), truncated_max(hi)
+    elif isinstance(lo, dt.datetime):
+        naive = t.tz is None
+        lo, hi = _ms_text(lo, up=False, naive=naive), _ms_text(hi, up=True, naive=naive)
+    out.mins[name] = lo
+    if hi is not None:
+        out.maxs[name] = hi
+    return True
+
+
 def file_stats(
     metadata: Any,
     schema: pa.Schema,
@@ -200,54 +294,73 @@ def file_stats(
     """numRecords, nullCount and minValues/maxValues of a Parquet file, from its footer.
 
     Never narrower than the data: a column with a row group whose footer has no bounds gets
-    its bounds from the data (``read_column``, strings only: a Parquet writer drops the
-    min/max of a value over 4 KiB) or none. Strings are truncated as Delta's writers
-    truncate them, booleans bounded as delta-rs' writer does. ``missing``: the table's
-    columns the file does not hold (name, Delta type as JSON), counted as all null, as
-    delta-rs' writer counts them (no nullCount reads as "unknown", no bound as ``col >=
-    null`` in delta-rs' pyarrow dataset, where a filtered read then skips the file)."""
-    out_min: dict[str, Any] = {}
-    out_max: dict[str, Any] = {}
-    nulls: dict[str, Any] = {}
-    for name, c in _gather(metadata, schema).items():
-        if c.nulls_known:
-            nulls[name] = c.nulls
-        t = schema.field(name).type
-        if not _bounded_type(t):
-            continue
-        lo, hi = c.lo, c.hi
-        if not c.bounded:
-            lo = hi = None
-            if read_column is not None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
-                lo, hi = _from_data(read_column(name))
-        if lo is None or hi is None:
-            continue
-        if isinstance(lo, str):
-            lo, hi = truncated_min(lo), truncated_max(hi)
-        elif isinstance(lo, dt.datetime):
-            naive = t.tz is None
-            lo, hi = _ms_text(lo, up=False, naive=naive), _ms_text(hi, up=True, naive=naive)
-        out_min[name] = lo
-        if hi is not None:
-            out_max[name] = hi
+    its bounds from the data (``read_column``, a top-level column by name; strings only: a
+    Parquet writer drops the min/max of a value over 4 KiB) or none. Strings are truncated as
+    Delta's writers truncate them, booleans bounded as delta-rs' writer does. A struct's stats
+    are nested as its fields are (Delta's protocol, "Per-file Statistics"): each field's null
+    count and bounds. ``missing``: the table's columns the file does not hold (name, Delta
+    type as JSON), counted as all null, as delta-rs' writer counts them (no nullCount reads
+    as "unknown", no bound as ``col >= null`` in delta-rs' pyarrow dataset, where a filtered
+    read then skips the file)."""
+    gathered = _gather(metadata, schema)
+    out = _Stats()
+    for field in schema:
+        _describe(field.name, field.type, (field.name,), gathered, read_column, out)
     for name, type_json in missing:
-        nulls[name] = _all_null(json.loads(type_json), rows)
+        type_ = json.loads(type_json)
+        out.nulls[name] = _all_null(type_, rows)
+        empty = _no_bounds(type_)
+        if empty is not None:
+            out.mins[name], out.maxs[name] = empty, dict(empty)
     stats: dict[str, Any] = {"numRecords": rows}
-    if out_min:
-        stats["minValues"] = out_min
-    if out_max:
-        stats["maxValues"] = out_max
-    if nulls:
-        stats["nullCount"] = nulls
+    if out.mins:
+        stats["minValues"] = out.mins
+    if out.maxs:
+        stats["maxValues"] = out.maxs
+    if out.nulls:
+        stats["nullCount"] = out.nulls
     return stats
 
 
 def _all_null(type_: Any, rows: int) -> Any:
     """The nullCount of a column the file lacks (``type_`` its Delta type): every row, in each
-    field of a struct."""
+    field of a struct that has bounds (delta-rs' writer counts no other field, and polars'
+    delta-kernel scan fails on a struct's count it does not expect)."""
     if isinstance(type_, dict) and type_.get("type") == "struct":
-        return {f["name"]: _all_null(f["type"], rows) for f in type_.get("fields", [])}
+        return {
+            f["name"]: _all_null(f["type"], rows)
+            for f in type_.get("fields", [])
+            if _bounded_delta_type(f["type"]) or _no_bounds(f["type"]) is not None
+        }
     return rows
+
+
+def _bounded_delta_type(type_: Any) -> bool:
+    return isinstance(type_, str) and (type_ in _BOUNDED_DELTA_TYPES or type_.startswith("decimal"))
+
+
+#: Delta's primitive types that have bounds in the stats (decimals besides: ``decimal(p,s)``).
+_BOUNDED_DELTA_TYPES = frozenset(
+    "byte short integer long float double string date timestamp timestamp_ntz boolean".split()
+)
+
+
+def _no_bounds(type_: Any) -> dict[str, Any] | None:
+    """The bounds of a struct column the file lacks, as delta-rs' writer writes them: an
+    object per struct level that has a type with bounds (no value in it); ``None`` for a
+    column without such a type."""
+    if not (isinstance(type_, dict) and type_.get("type") == "struct"):
+        return None
+    out: dict[str, Any] = {}
+    bounded = False
+    for f in type_.get("fields", []):
+        inner = _no_bounds(f["type"])
+        if inner is not None:
+            out[f["name"]] = inner
+            bounded = True
+        elif _bounded_delta_type(f["type"]):
+            bounded = True
+    return out if bounded else None
 
 
 @attrs.define
