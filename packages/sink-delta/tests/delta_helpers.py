@@ -55,3 +55,16 @@ def commit_elsewhere(path: str, batch_id: int, writer_id: str = "w") -> None:
             custom_metadata={PROOF_KEY: proof.to_json()},
         ),
     )
+
+
+def duckdb_with_delta() -> Any:
+    """A DuckDB connection with the ``delta`` extension (``delta_scan``) loaded from the
+    ``duckdb-extension-delta`` wheel, not downloaded at run time."""
+    import duckdb
+    import duckdb_extension_delta
+
+    folder = os.path.dirname(duckdb_extension_delta.__file__)
+    extension = glob.glob(os.path.join(folder, "**", "*.duckdb_extension"), recursive=True)[0]
+    con = duckdb.connect()
+    con.execute(f"LOAD '{extension}'")
+    return con

@@ -10,19 +10,15 @@ case is read back with a filter through delta-rs' SQL, delta-rs' pyarrow dataset
 from __future__ import annotations
 
 import decimal
-import glob
 import json
-import os
 from typing import Any
 
-import duckdb
-import duckdb_extension_delta
 import polars_deltalake
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
-from delta_helpers import QUERY, log_actions, run
+from delta_helpers import QUERY, duckdb_with_delta, log_actions, run
 from eosink_delta.sink import DeltaSink
 
 from eosink.model import BatchContext
@@ -42,12 +38,7 @@ def _kernel_count(path: str, where: str) -> int:
 
 
 def _duckdb_count(path: str, where: str) -> int:
-    extension = glob.glob(
-        os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "**", "*.duckdb_extension"),
-        recursive=True,
-    )[0]
-    con = duckdb.connect()
-    con.execute(f"LOAD '{extension}'")
+    con = duckdb_with_delta()
     return len(con.execute(f"select * from delta_scan('{path}') where {where}").fetchall())
 
 

@@ -10,21 +10,18 @@ written at the table's ``delta.checkpointInterval`` with the commits before them
 
 from __future__ import annotations
 
-import glob
 import json
 import math
 import os
 import shutil
 from typing import Any
 
-import duckdb
-import duckdb_extension_delta
 import polars_deltalake
 import pyarrow as pa
 import pytest
 from add_paths import ODD_VALUES
 from deltalake import DeltaTable
-from delta_helpers import log_actions, run
+from delta_helpers import duckdb_with_delta, log_actions, run
 from eosink_delta.log_commit import ENGINE_INFO
 from eosink_delta.sink import DeltaSink
 
@@ -87,12 +84,7 @@ def read_kernel(path: str, where: str | None = None) -> list[tuple[Any, ...]]:
 
 
 def read_duckdb(path: str, where: str | None = None) -> list[tuple[Any, ...]]:
-    extension = glob.glob(
-        os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "**", "*.duckdb_extension"),
-        recursive=True,
-    )[0]
-    con = duckdb.connect()
-    con.execute(f"LOAD '{extension}'")
+    con = duckdb_with_delta()
     query = f"select id, x, \"at\", s, p from delta_scan('{path}')"
     if where is not None:
         query += f" where {where}"
