@@ -1,7 +1,11 @@
-"""Plain-SQL helpers of the tests: an independent reader of a table and an admin connection."""
+"""Plain-SQL helpers of the tests: an independent reader of a table, an admin connection and
+scratch databases."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -11,6 +15,20 @@ from psycopg import sql
 def admin(url: str) -> psycopg.Connection[Any]:
     """An autocommit connection (for CREATE DATABASE, roles, inspection)."""
     return psycopg.connect(url, autocommit=True)
+
+
+@contextmanager
+def scratch_database(server: Any, prefix: str, options: str = "") -> Iterator[str]:
+    """Another database on ``server`` (from template0, with ``options`` such as ``ENCODING
+    'LATIN1' LOCALE 'C'``), dropped afterwards, connections and all; yields its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with admin(server.url()) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" {options} TEMPLATE template0')
+    try:
+        yield server.url(database=name)
+    finally:
+        with admin(server.url()) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def read_table(url: str, table: str) -> list[dict[str, Any]]:

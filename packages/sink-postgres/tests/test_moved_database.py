@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import uuid
 
 import pytest
 from eosink_postgres.sink import PostgresSink
-from pg_helpers import admin, batch_rows, expected_ids, ids, read_table, run
+from pg_helpers import admin, batch_rows, expected_ids, ids, read_table, run, scratch_database
 
 from eosink.plugin import Proof
 from eosink.registry import plugin_manager
@@ -52,12 +51,8 @@ def restore(path: str, url: str, *args: str) -> None:
 @pytest.fixture
 def fresh_database(postgres_server):
     """Another empty database on the session's server: where a dump is restored."""
-    name = f"r_{uuid.uuid4().hex[:12]}"
-    with admin(postgres_server.url()) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
-    yield postgres_server.url(database=name)
-    with admin(postgres_server.url()) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with scratch_database(postgres_server, "r") as url:
+        yield url
 
 
 def two_batches(url: str, table: str = "events") -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import uuid
 
 import psycopg
 import pyarrow as pa
 import pytest
 from eosink_postgres.sink import PostgresSink
-from pg_helpers import admin, run, staging_tables
+from pg_helpers import admin, run, scratch_database, staging_tables
 
 from eosink import ConfigurationError
 
@@ -60,12 +59,8 @@ def expected(values: list[str], row_by_row: bool) -> list[tuple]:
 @pytest.fixture
 def latin1_database(postgres_server):
     """A fresh LATIN1 database (``createdb -E LATIN1 --locale=C -T template0``)."""
-    name = f"l1_{uuid.uuid4().hex[:12]}"
-    with admin(postgres_server.url()) as conn:
-        conn.execute(f"CREATE DATABASE \"{name}\" ENCODING 'LATIN1' LOCALE 'C' TEMPLATE template0")
-    yield postgres_server.url(database=name)
-    with admin(postgres_server.url()) as conn:
-        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    with scratch_database(postgres_server, "l1", "ENCODING 'LATIN1' LOCALE 'C'") as url:
+        yield url
 
 
 @pytest.mark.parametrize("row_by_row", [False, True], ids=["column-wise", "row-by-row"])
