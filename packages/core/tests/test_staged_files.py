@@ -64,3 +64,41 @@ def test_json_lines_are_counted_too(tmp_path: Path, compressed: bool) -> None:
     check_staged_rows(str(tmp_path), files, "json", 3)
     with pytest.raises(StagedRowsMismatchError):
         check_staged_rows(str(tmp_path), files, "json", 2)
+
+
+# Text as Spark's CSV writer (univocity) writes it with its defaults (quote ", escape \, line
+# separator \n): a value holding a line separator, the separator or a quote is quoted, a quote
+# inside is escaped with \ and an escape before a quote is escaped too.
+SPARK_CSV = (
+    b"id,s\n"
+    b'1,"two\nlines"\n'
+    b'2,"a \\"quoted\\" word, and a comma"\n'
+    b'3,"ends in a backslash\\\\"\n'
+    b"4,\n"
+    b'5,"\r\n"\n'
+)
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["csv", "csv.gz"])
+def test_csv_records_are_counted_as_spark_wrote_them(tmp_path: Path, compressed: bool) -> None:
+    """Finding: staged CSV files were never row-checked. Records are counted by the writer's
+    own quoting rules, not by lines: a quoted value may span lines."""
+    name = f"part-00000-{JOB}-c000.csv" + (".gz" if compressed else "")
+    (tmp_path / name).write_bytes(gzip.compress(SPARK_CSV) if compressed else SPARK_CSV)
+    (tmp_path / f"part-00001-{JOB}-c000.csv").write_bytes(b"id,s\n")  # a header, no rows
+    files = committed_part_files(str(tmp_path))
+    check_staged_rows(str(tmp_path), files, "csv", 5, {"header": "true"})
+    with pytest.raises(StagedRowsMismatchError, match=r"7 rows in 2 file\(s\).*counted 5"):
+        check_staged_rows(str(tmp_path), files, "csv", 5, {"header": "false"})
+    with pytest.raises(StagedRowsMismatchError, match="counted 6"):
+        check_staged_rows(str(tmp_path), files, "csv", 6, {"header": "true"})
+
+
+def test_csv_with_the_writers_own_quote_escape_and_line_separator(tmp_path: Path) -> None:
+    text = b"1;'x;y'|2;'it''s|two'|3;z|"
+    (tmp_path / f"part-00000-{JOB}-c000.csv").write_bytes(text)
+    files = committed_part_files(str(tmp_path))
+    options = {"sep": ";", "quote": "'", "escape": "'", "lineSep": "|"}
+    check_staged_rows(str(tmp_path), files, "csv", 3, options)
+    with pytest.raises(StagedRowsMismatchError):
+        check_staged_rows(str(tmp_path), files, "csv", 4, options)

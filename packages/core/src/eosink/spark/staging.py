@@ -6,7 +6,8 @@ helper: Spark writes the batch (format, options, ``partitionBy``) into a staging
 attempt, the core counts the rows on the way (an ``Observation``; that count becomes the
 proof's), and the sink gets the part files with their sizes to move into place: the files
 Spark's job commit left (never ``_temporary/``, where attempts that were not committed write),
-whose rows must add up to that count (:func:`check_staged_rows`). The folder is
+whose rows (footers, JSON lines, CSV records) must add up to that count
+(:func:`check_staged_rows`). The folder is
 removed when the ``with`` block ends, whatever happens. Partition columns are written by the
 text of their folder (:func:`by_folder_text`), so values that share a folder never make Spark's
 writer open one file name twice.
@@ -89,7 +90,7 @@ def stage_dataframe(
         seen = dict(observation.get)
         rows = int(seen.pop("rows"))
         files = committed_part_files(folder)
-        check_staged_rows(folder, files, format, rows)
+        check_staged_rows(folder, files, format, rows, options)
         record_rows(rows)
         yield StagedFiles(files=files, rows=rows, metrics=seen)
     finally:
@@ -149,9 +150,11 @@ def committed_part_files(folder: str) -> tuple[StagedFile, ...]:
     return tuple(found)
 
 
-def _rows_in(path: str, format: str) -> int | None:  # noqa: A002 - Spark's word
-    """The rows of one part file as its format states them, or None for a format whose rows
-    cannot be counted without parsing it as Spark would (CSV: quoted values span lines)."""
+def _rows_in(
+    path: str, format: str, options: Mapping[str, str]  # noqa: A002 - Spark's word
+) -> int | None:
+    """The rows of one part file as its format states them (Parquet and ORC footers, JSON
+    lines, CSV records), or None for a format this cannot count."""
     if format == "parquet":
         import pyarrow.parquet as pq
 
@@ -161,24 +164,92 @@ def _rows_in(path: str, format: str) -> int | None:  # noqa: A002 - Spark's word
 
         return int(orc.ORCFile(path).nrows)
     if format == "json":  # JSON lines: Spark writes one record per line, newlines escaped
-        import pyarrow as pa
-
-        lines, last = 0, b"\n"
-        with pa.input_stream(path, compression="detect") as stream:
-            while chunk := stream.read(1 << 20):
-                lines += chunk.count(b"\n")
-                last = chunk[-1:]
-        return lines + (last != b"\n")
+        return _records(path, CsvDialect(quote=b"\x00", escape=b"\x00", line_sep=b"\n"))
+    if format == "csv":
+        dialect = CsvDialect.of(options)
+        if dialect is None:
+            return None
+        records = _records(path, dialect)
+        return max(records - 1, 0) if dialect.header else records
     return None
 
 
+@attrs.frozen
+class CsvDialect:
+    """What decides where a record of Spark's CSV writer ends: a value holding the line
+    separator, the field separator or the quote is quoted, and inside quotes the escape
+    character escapes the next one (a doubled quote when escape and quote are the same)."""
+
+    quote: bytes = b'"'
+    escape: bytes = b"\\"
+    line_sep: bytes = b"\n"
+    header: bool = False
+
+    @classmethod
+    def of(cls, options: Mapping[str, str]) -> CsvDialect | None:
+        """The dialect of Spark's CSV options, or None where records cannot be found by bytes
+        (an encoding other than UTF-8, a line separator of more than one character)."""
+        lowered = {k.lower(): v for k, v in options.items()}
+        encoding = lowered.get("encoding", lowered.get("charset", "utf-8"))
+        if encoding.lower().replace("-", "") not in ("utf8", "ascii", "usascii"):
+            return None
+        line_sep = lowered.get("linesep", "\n").encode()
+        quote, escape = lowered.get("quote", '"'), lowered.get("escape", "\\")
+        if len(line_sep) != 1 or len(quote.encode()) > 1 or len(escape.encode()) > 1:
+            return None
+        return cls(
+            quote=quote.encode() or b"\x00",  # "" turns quoting off
+            escape=escape.encode() or b"\x00",
+            line_sep=line_sep,
+            header=lowered.get("header", "false").lower() == "true",
+        )
+
+
+def _records(path: str, dialect: CsvDialect) -> int:
+    """The records of one (possibly compressed) text file: line separators outside quotes, and
+    a last record without one. Chunks without a quote are counted at the speed of bytes.count."""
+    import re
+
+    import pyarrow as pa
+
+    quote, escape, sep = dialect.quote, dialect.escape, dialect.line_sep
+    special = re.compile(b"[" + re.escape(quote + escape + sep) + b"]")
+    records, in_quote, skip_first, last = 0, False, False, sep
+    with pa.input_stream(path, compression="detect") as stream:
+        while chunk := stream.read(1 << 20):
+            last = chunk[-1:]
+            pos = 1 if skip_first else 0
+            skip_first = False
+            if not in_quote and quote not in chunk[pos:]:
+                records += chunk.count(sep, pos)
+                continue
+            while match := special.search(chunk, pos):
+                char, pos = match.group(), match.end()
+                if in_quote:
+                    if char == escape and escape != quote:
+                        skip_first = pos == len(chunk)  # the escaped byte opens the next chunk
+                        pos += 1
+                    elif char == quote:
+                        in_quote = False
+                elif char == sep:
+                    records += 1
+                elif char == quote:
+                    in_quote = True
+    return records + (last != sep)
+
+
 def check_staged_rows(
-    folder: str, files: Sequence[StagedFile], format: str, rows: int  # noqa: A002
+    folder: str,
+    files: Sequence[StagedFile],
+    format: str,  # noqa: A002
+    rows: int,
+    options: Mapping[str, str] | None = None,
 ) -> None:
-    """Refuse staged files whose rows (Parquet and ORC footers, JSON lines) do not add up to
-    the ``rows`` the core counted while Spark wrote them: a proof would then claim a batch
-    that readers see with duplicates (an extra attempt's file) or with rows lost."""
-    counts = [_rows_in(os.path.join(folder, f.relpath), format) for f in files]
+    """Refuse staged files whose rows (Parquet and ORC footers, JSON lines, CSV records by the
+    writer's ``options``) do not add up to the ``rows`` the core counted while Spark wrote
+    them: a proof would then claim a batch that readers see with duplicates (an extra
+    attempt's file) or with rows lost."""
+    counts = [_rows_in(os.path.join(folder, f.relpath), format, options or {}) for f in files]
     if any(c is None for c in counts):
         return
     found = sum(c for c in counts if c is not None)
