@@ -43,7 +43,14 @@ CLUSTER_TEST_GLOBS = ("**/test_cluster_*.py",)
 # one), with the script and the pins in the sandbox. The jars themselves stay in the checkout's
 # .jvm/ ([test].extra_env_vars names it): fetched once, on first use.
 JVM_TEST_GLOBS = ("**/test_jvm_*.py",)
-JVM_FETCH = ("build-support:jvm-jars", "3rdparty/jvm:artifacts")
+# ... and the other Sparks' environments (build-support/spark-env, 3rdparty/jvm/spark-envs.txt)
+# where the reference engines built for an older Spark run (eosink.testing.reference_spark).
+JVM_FETCH = (
+    "build-support:jvm-jars",
+    "3rdparty/jvm:artifacts",
+    "build-support:spark-env",
+    "3rdparty/jvm:spark-envs",
+)
 # Tests that build every wheel and install them as a user would (eosink's Requires-Dist against
 # an allow-list; a clean venv with eosink + eosink-files from the package index runs a batch):
 # one pytest process of their own (~2 min, most of it pip), tagged "install".
@@ -215,6 +222,8 @@ def eosink_tests(
         tags=["spark", "jvm"],
         stevedore_namespaces=namespaces,
         dependencies=[*extra, *JVM_FETCH],
+        # pip's settings, for build-support/spark-env
+        extra_env_vars=list(PIP_ENV_VARS),
         # A cold fetch of the jars (minutes) may fall to the first file that runs.
         timeout=1200,
     )

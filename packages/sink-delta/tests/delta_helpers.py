@@ -68,3 +68,13 @@ def duckdb_with_delta() -> Any:
     con = duckdb.connect()
     con.execute(f"LOAD '{extension}'")
     return con
+
+
+#: A session of Delta's Spark connector (the reference engine, eosink.testing.reference_spark):
+#: its SQL extension and catalog, as Delta's documentation sets them up.
+DELTA_SESSION = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+#: The Spark Delta's connector 4.4 is built for (3rdparty/jvm/spark-envs.txt).
+DELTA_SPARK_VERSION = "4.2.0"

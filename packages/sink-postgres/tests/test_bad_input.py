@@ -291,7 +291,9 @@ def test_targets_the_commit_cannot_fill(database, ddl, match):
 def test_numeric_wide_enough_for_bigint(database):
     with admin(database) as conn:
         conn.execute("CREATE TABLE events (id numeric(19,0), name text)")
-    big = pa.record_batch({"id": pa.array([2**63 - 1, -(2**63)], pa.int64()), "name": ["a", "b"]})
+    big = pa.record_batch(
+        {"id": pa.array([2**63 - 1, -(2**63)], pa.int64()), "name": ["a", "b"]}
+    )
     run(PostgresSink(url=database, table="events"), 0, [[big]])
     assert sorted(r["id"] for r in read_table(database, "events")) == [-(2**63), 2**63 - 1]
 

@@ -19,38 +19,40 @@ import os
 import subprocess
 from pathlib import Path
 
-#: The fetch script, relative to the repo root (or a Pants sandbox's root).
-SCRIPT = Path("build-support") / "jvm-jars"
+#: The repo's scripts (the jars' fetch, the other Sparks' environments) are here, relative to
+#: the repo root (or a Pants sandbox's root).
+SCRIPTS = Path("build-support")
 #: A cold fetch of every set takes minutes on a slow link; a warm one well under a second.
 FETCH_TIMEOUT_S = 1800
 
 
 class JvmJarsError(RuntimeError):
-    """The jars of a set could not be had (no ``mvn``, no network, an unknown set)."""
+    """The jars of a set (or another Spark's environment) could not be had (no ``mvn``, no
+    network, an unknown set)."""
 
 
-def _script() -> Path:
-    """``build-support/jvm-jars`` of the working directory's repo (or sandbox), or of the repo
+def script(name: str = "jvm-jars") -> Path:
+    """``build-support/<name>`` of the working directory's repo (or sandbox), or of the repo
     this module lives in."""
     starts = [Path.cwd(), Path(__file__).resolve().parent]
     for start in starts:
         for folder in (start, *start.parents):
-            candidate = folder / SCRIPT
+            candidate = folder / SCRIPTS / name
             if candidate.is_file():
                 return candidate
     raise JvmJarsError(
-        f"no {SCRIPT} above {' or '.join(str(s) for s in starts)}: the JVM tests run from the "
-        "eosink repository (under Pants, the test target needs the script and "
-        "3rdparty/jvm/artifacts.txt as dependencies)"
+        f"no {SCRIPTS / name} above {' or '.join(str(s) for s in starts)}: the JVM tests run "
+        "from the eosink repository (under Pants, the test target needs the script and its "
+        "pins in 3rdparty/jvm/ as dependencies)"
     )
 
 
 def jars(name: str) -> list[str]:
     """The absolute paths of the jars of set ``name``, fetched first if they are not yet."""
-    script = _script()
+    script_path = script()
     try:
         done = subprocess.run(
-            [str(script), "--print", name],
+            [str(script_path), "--print", name],
             capture_output=True,
             text=True,
             timeout=FETCH_TIMEOUT_S,
@@ -58,17 +60,17 @@ def jars(name: str) -> list[str]:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise JvmJarsError(f"{script} {name}: {exc}") from exc
+        raise JvmJarsError(f"{script_path} {name}: {exc}") from exc
     if done.returncode != 0:
         raise JvmJarsError(
-            f"{script} {name} failed (exit {done.returncode}):\n{done.stderr.strip()}"
+            f"{script_path} {name} failed (exit {done.returncode}):\n{done.stderr.strip()}"
         )
     paths = [line for line in done.stdout.splitlines() if line.strip()]
     if not paths:
-        raise JvmJarsError(f"{script} {name} listed no jars")
+        raise JvmJarsError(f"{script_path} {name} listed no jars")
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
-        raise JvmJarsError(f"{script} {name} listed jars that are not there: {missing[:3]}")
+        raise JvmJarsError(f"{script_path} {name} listed jars that are not there: {missing[:3]}")
     return paths
 
 

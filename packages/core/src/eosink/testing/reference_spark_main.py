@@ -1,0 +1,91 @@
+"""The process of :mod:`eosink.testing.reference_spark`: runs in a Python environment of
+another Spark (``build-support/spark-env``), where eosink is not installed, so it imports
+pyspark and the standard library only.
+
+    python reference_spark_main.py REQUEST.json RESULT.json
+
+The request holds the session's settings (``conf``, ``spark.jars`` among them) and the steps,
+run in order in one session: ``{"sql": ...}`` or ``{"read": {"format", "path", "where",
+"options"}}``. The result holds, per step, its rows as plain JSON values, or its error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import sys
+import tempfile
+from typing import Any
+
+
+def plain(value: Any) -> Any:
+    """A value of a Row as JSON holds it: decimals as text (exact), dates and timestamps in ISO
+    form (the session's time zone is UTC), binary as hex, NaN and the infinities by name."""
+    if hasattr(value, "asDict"):
+        value = value.asDict(recursive=False)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def session(conf: dict[str, str]) -> Any:
+    from pyspark.sql import SparkSession
+
+    scratch = tempfile.mkdtemp(prefix="eosink-reference-")
+    builder = (
+        SparkSession.builder.master("local[1]")
+        .appName("eosink-reference")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.local.dir", scratch)
+        .config("spark.driver.extraJavaOptions", f"-Duser.home={scratch} -Duser.timezone=UTC")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_step(spark: Any, step: dict[str, Any]) -> list[dict[str, Any]]:
+    if "sql" in step:
+        frame = spark.sql(step["sql"])
+    else:
+        read = step["read"]
+        frame = spark.read.format(read["format"]).options(**read.get("options", {}))
+        frame = frame.load(read["path"])
+        if read.get("where"):
+            frame = frame.where(read["where"])
+    return [plain(row) for row in frame.collect()]
+
+
+def main(request_path: str, result_path: str) -> None:
+    with open(request_path) as f:
+        request = json.load(f)
+    spark = session(request["conf"])
+    results = []
+    for step in request["steps"]:
+        try:
+            results.append({"rows": run_step(spark, step)})
+        except Exception as error:  # noqa: BLE001 - handed back, the caller judges it
+            results.append({"error": f"{type(error).__name__}: {error}"[:4000]})
+    with open(result_path, "w") as f:
+        json.dump({"version": spark.version, "results": results}, f)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
