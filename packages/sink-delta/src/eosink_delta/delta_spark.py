@@ -18,6 +18,7 @@ else delta-rs.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import attrs
@@ -121,7 +122,18 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
         writer = writer.option("mergeSchema", "true")
     if options.partition_by:
         writer = writer.partitionBy(*options.partition_by)
-    writer.save(uri)
+    try:
+        writer.save(uri)
+    except Exception as error:
+        violated = constraint_violation(error)
+        if violated is None:
+            raise
+        raise ConfigurationError(
+            f"sink 'delta': a row of batch {ctx.batch_id} breaks a constraint of the table at "
+            f"{uri}: {violated} Delta's writer refused the whole batch: nothing was committed. "
+            "Filter or fix such rows before the sink (or change the constraint); the query's "
+            "replay of the batch then writes it."
+        ) from error
     log.info(
         "batch.committed",
         sink="delta",
@@ -132,6 +144,24 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
         engine="delta-spark",
     )
     return BatchOutcome(ctx, "committed")
+
+
+#: Delta's error classes for a write whose rows break the table's constraints (Delta then
+#: commits nothing): a CHECK constraint, a NOT NULL column.
+CONSTRAINT_VIOLATIONS = ("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", "DELTA_NOT_NULL_CONSTRAINT_VIOLATED")
+_VIOLATION = re.compile(
+    r"\[(?:" + "|".join(CONSTRAINT_VIOLATIONS) + r")\]\s*(.*?)(?:\n\s*at |\n\tat |$)", re.S
+)
+
+
+def constraint_violation(error: BaseException) -> str | None:
+    """Delta's own words for the constraint a write's rows broke (the constraint, the column,
+    the row's values), found in the driver's error (Spark's "Job aborted" around the task's),
+    or None for any other error."""
+    found = _VIOLATION.search(str(error))
+    if found is None:
+        return None
+    return " ".join(found.group(1).split())[:1000]
 
 
 def _options(path: str, options: dict[str, Any]) -> DeltaOptions:

@@ -84,7 +84,8 @@ def check_table_features(
     silently violate."""
     config = dict(configuration or {})
     mapping = config.get("delta.columnMapping.mode", "none")
-    if mapping not in (None, "none"):
+    # Delta's own writer (engine delta-spark) maps columns itself.
+    if mapping not in (None, "none") and engine == "delta-rs":
         raise ConfigurationError(
             f"sink 'delta': the table at {uri} uses column mapping ({mapping}), which the delta-rs "
             "engine cannot write correctly; use engine='delta-spark' on a Spark with Delta, or "
