@@ -28,7 +28,7 @@ from delta_helpers import DELTA_SESSION, DELTA_SPARK_VERSION, run
 from eosink_delta.sink import DeltaSink
 from test_readers import BATCHES, batch_rows, expected
 
-from eosink.testing.reference_spark import Read, run_reference
+from eosink.testing.reference_spark import Read, Sql, run_reference
 
 UTC = dt.timezone.utc
 LONG = "x" * 5000
@@ -171,7 +171,9 @@ def tables(tmp_path_factory) -> dict[str, tuple[str, dict[str, str]]]:
 
 @pytest.fixture(scope="module")
 def reads(tables) -> dict[str, Any]:
-    """Each table read whole by Delta's connector, then with each predicate, in one session."""
+    """Each table read whole by Delta's connector; then, per table, one query whose branches
+    (``UNION ALL``) each scan the table with one predicate: Delta skips files for each scan by
+    its own filter, as in a query of its own, in one Spark job per table."""
     whole = run_reference(
         DELTA_SPARK_VERSION,
         ["delta"],
@@ -179,18 +181,22 @@ def reads(tables) -> dict[str, Any]:
         conf=DELTA_SESSION,
     )
     out: dict[str, Any] = {}
-    steps, keys = [], []
+    steps, names = [], []
     for (name, (path, types)), result in zip(tables.items(), whole):
         rows = result.ok()
         out[name] = {"rows": rows, "filtered": []}
         if name == "complete":  # the wide table's types and values again: read whole only
             continue
-        for sql, passes in predicates(rows, types):
-            steps.append(Read("delta", path, where=sql))
-            keys.append((name, sql, passes))
-    filtered = run_reference(DELTA_SPARK_VERSION, ["delta"], steps, conf=DELTA_SESSION)
-    for (name, sql, passes), result in zip(keys, filtered):
-        out[name]["filtered"].append((sql, passes, result))
+        out[name]["filtered"] = [(sql, passes, []) for sql, passes in predicates(rows, types)]
+        branches = [
+            f"SELECT {n} AS q, id FROM delta.`{path}` WHERE {sql}"
+            for n, (sql, _, _) in enumerate(out[name]["filtered"])
+        ]
+        steps.append(Sql(" UNION ALL ".join(branches)))
+        names.append(name)
+    for name, result in zip(names, run_reference(DELTA_SPARK_VERSION, ["delta"], steps, conf=DELTA_SESSION)):
+        for row in result.ok():
+            out[name]["filtered"][row["q"]][2].append(row["id"])
     return out
 
 
@@ -236,8 +242,8 @@ def test_complete_mode_holds_the_last_batch_only(reads):
 @pytest.mark.parametrize("name", ["partitioned", "wide", "maintained"])
 def test_filtered_reads_return_the_rows_the_whole_read_passes(reads, name):
     wrong = []
-    for sql, passes, result in reads[name]["filtered"]:
-        got = sorted(r["id"] for r in result.ok())
+    for sql, passes, ids in reads[name]["filtered"]:
+        got = sorted(ids)
         if got != sorted(passes):
             wrong.append(f"{sql}: {len(got)} rows, the whole read passes {len(passes)}")
     assert not wrong, "\n".join(wrong)
