@@ -57,7 +57,8 @@ class HistoryJudge:
             for batch in range(writer.batch + 1):
                 if (writer.index, batch) not in self.data:
                     continue
-                sink = self._in(pid, self.target.sink)
+                options = self.spec.sink_options(writer.index)
+                sink = self._in(pid, lambda: self.target.make_sink(options))
                 ctx = self._context(writer, sink, batch)
                 with simulated_process(pid):
                     proof = plugin_manager(sink).hook.is_committed(ctx=ctx)
@@ -126,6 +127,8 @@ class HistoryJudge:
             got = held.get(key, Counter())
             status = self.status.get(key)
             writer_id = self.writers[key[0]].writer_id
+            own = self.spec.own_options(key[0])
+            writer_id += f" (options {own})" if own else ""
             if got == expected or (not got and status != "committed"):
                 continue
             partial = self.kit.simulation_visible_before_commit and status != "committed"
