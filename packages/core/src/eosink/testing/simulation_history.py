@@ -171,8 +171,10 @@ class History(HistoryJudge, RuleBasedStateMachine):
     def begin(self, data: st.DataObject) -> None:
         """Prepare and write a batch; its commit comes in a later step."""
         writer = self._idle_writer(data)
-        if writer is None:
-            return
+        if writer is not None:
+            self._begin(data, writer)
+
+    def _begin(self, data: st.DataObject, writer: Writer) -> None:
         batches = self._batch_data(data, writer)
         fingerprint = self.spec.fingerprint(writer.index)
         with simulated_process(writer.pid):
@@ -196,7 +198,8 @@ class History(HistoryJudge, RuleBasedStateMachine):
                 self._done(writer, "skipped")
                 return
             try:
-                results = self._runner(batches)(WriteTask(sink, ctx, prepared.state))
+                task = WriteTask(sink, ctx, prepared.state, fingerprint=fingerprint != "off")
+                results = self._runner(batches)(task)
             except BaseException:
                 abort_quietly(pm, ctx, prepared.state, [])
                 raise
@@ -468,6 +471,10 @@ class WriterShapes:
     workers: Any
     _sink: Callable[[Writer], Any]
     _run_one: Callable[..., bool]
+    _begin: Callable[[st.DataObject, Writer], None]
+    _idle_writer: Callable[[st.DataObject], Writer | None]
+    _in: Callable[[str, Callable[[], Any]], Any]
+    _mark: Callable[[int, int, str], None]
 
     def _jumpable(self) -> list[Writer]:
         return [
@@ -486,17 +493,34 @@ class WriterShapes:
         writer.batch = min(writer.batch + gap, MAX_BATCH - 20)
         self.stats["batch_jumps"] += 1
 
-    @precondition(lambda self: not self.damaged and self.zombies)
+    @precondition(
+        lambda self: not self.damaged
+        and (self.zombies or any(w.live is None and w.refused is None for w in self.writers))
+    )
     @rule(data=st.data(), later=st.sampled_from([0, 1, 3, 11]))
     def abort_late(self, data: st.DataObject, later: int) -> None:
-        """A zombie's abort runs late, from a fresh process: first its writer (restarted)
-        replays the zombie's batch and commits ``later`` more (whole batches, no fault),
-        then the zombie's driver, back from a long pause, aborts its attempt. The hook
-        contract lets abort run late and never lets it remove published data: the judge
-        still sees every committed batch exactly once."""
-        attempt = data.draw(st.sampled_from(self.zombies), label="attempt")
-        self.zombies.remove(attempt)
+        """A zombie's abort runs late, from a fresh process. The zombie is one the history
+        made, or a new one: a writer begins a batch (prepared, written) and its driver
+        restarts. First its writer (restarted) replays the zombie's batch and commits
+        ``later`` more (whole batches, no fault), then the zombie's driver, back from a long
+        pause, aborts its attempt. The hook contract lets abort run late and never lets it
+        remove published data: the judge still sees every committed batch exactly once."""
+        if self.zombies and data.draw(st.booleans(), label="an old zombie"):
+            attempt = data.draw(st.sampled_from(self.zombies), label="attempt")
+            self.zombies.remove(attempt)
+        else:
+            writer = self._idle_writer(data)
+            if writer is None:
+                return
+            self._begin(data, writer)
+            attempt = writer.live
+            if attempt is None:
+                return  # skipped or refused: nothing begun
+            writer.live = None
+            writer.generation += 1  # the driver restarts; its attempt lives on, a zombie
         writer = self.writers[attempt.writer]
+        if data.draw(st.booleans(), label="its commit went through unheard"):
+            self._commit_unheard(attempt)
         for _ in range(later + 1 if writer.live is None and writer.refused is None else 0):
             if not self._run_one(data, writer, faults=False):
                 break
@@ -505,3 +529,20 @@ class WriterShapes:
         with simulated_process(pid):
             abort_quietly(pm, attempt.ctx, attempt.state, [r.message for r in attempt.results])
         self.stats["late_aborts"] += 1
+
+    def _commit_unheard(self, attempt: Attempt) -> None:
+        """The zombie's commit goes through, and its driver never hears of it (a lost reply,
+        a pause right after): the restarted writer must find the batch committed, and the
+        late abort must keep its files."""
+        fingerprint = self.spec.fingerprint(attempt.writer) != "off"
+        try:
+            with simulated_process(attempt.pid):
+                outcome = finish(
+                    attempt.pm, attempt.ctx, attempt.state, attempt.results, fingerprint=fingerprint
+                )
+        except EosinkError:
+            self._mark(attempt.writer, attempt.batch, "maybe")  # a clean refusal
+            return
+        if outcome.status == "committed":
+            self._mark(attempt.writer, attempt.batch, "committed")
+            self.stats["late_aborts_of_committed"] += 1
