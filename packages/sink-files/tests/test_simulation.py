@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from spark_manifest_oracle import OracleError, read_committed
 
 from eosink.testing.faultfs import ObjectStore, StoreFault
-from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation
+from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation, row_id
 from eosink_files.sink import FilesSink
 
 LOG = "out/_spark_metadata/"
@@ -172,3 +172,25 @@ def test_history_ended_with_a_store_fault_armed_recovers_without_it() -> None:
     history.start(Script((schema, ()), 1, options, {"fingerprint": "off"}))
     history.target.store.arm(StoreFault(kind="error", after=1, ops=("put",)))
     history.teardown()  # recovers: the writer's two batches committed, each read back once
+
+
+def test_late_abort_of_a_commit_no_one_heard_keeps_the_published_files() -> None:
+    """The kit's ``abort_late`` step in finding 17's shape, replayed: a writer begins batch 0,
+    its commit goes through but its driver never hears (it pauses, the query restarts), the
+    restarted query finds batch 0 committed and commits 11 more batches (a compact keeps only
+    the latest 10 proofs of a writer), then the paused driver aborts its attempt. The abort
+    must keep the files the log lists: the judge reads every committed batch once."""
+    kit = TestFilesSimulation()
+    history = kit.history_machine(None)()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
+    options = {"compact_interval": 2, "log_cleanup_delay_s": 0.0, "format": "parquet"}
+    history.start(Script((schema, ()), 1, options, {"fingerprint": "off"}))
+    writer = history.writers[0]
+    rows = pa.RecordBatch.from_pylist(
+        [{"id": row_id(0, 0, 0, i), "c0_int8": i} for i in range(3)], schema=schema
+    )
+    empty_batches = [[]] * 11
+    history.abort_late(Script(writer, [3], rows, True, *empty_batches), later=11)
+    assert history.status[(0, 0)] == "committed" and writer.batch == 12
+    history.check_rows()  # the deleted files of batch 0 fail the read
+    history.teardown()
