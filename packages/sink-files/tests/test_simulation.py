@@ -11,8 +11,8 @@ Each writer of a history draws its own shape (the kit's ``simulation_writer_shap
 format (Parquet, JSON lines, CSV), codec, file and row-group sizes, file writer, compaction
 interval and the core's fingerprint check. The judge reads the folder in the one format its
 files' names give. A writer whose format or compaction interval differs from another's, or
-a CSV writer given a nested column, must be refused with a clear error (the folder keeps one
-format and one log layout): :meth:`TestFilesSimulation.simulation_refusal`.
+a CSV writer given a nested or binary column, must be refused with a clear error (the
+folder keeps one format and one log layout): :meth:`TestFilesSimulation.simulation_refusal`.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ class TestFilesSimulation(SinkSimulation):
     def simulation_refusal(self, spec: HistorySpec, writer: int, error: Exception) -> bool:
         """A clear refusal is owed to a writer whose format or compaction interval differs
         from another writer's (the folder holds one format, its log one layout), and to a CSV
-        writer given a nested column; a refusal the shapes do not explain fails the history."""
+        writer given a nested or binary column; a refusal the shapes do not explain fails the
+        history."""
         mine = _shape(spec, writer)
         others = {_shape(spec, w) for w in range(spec.writers) if w != writer}
         text = str(error)
@@ -112,7 +113,8 @@ class TestFilesSimulation(SinkSimulation):
         nested = [
             f.name
             for f in spec.schema
-            if pa.types.is_nested(f.type) and f.name not in spec.partition_by
+            if (pa.types.is_nested(f.type) or pa.types.is_binary(f.type))
+            and f.name not in spec.partition_by
         ]
         return mine[0] == "csv" and bool(nested) and "CSV" in text
 
