@@ -191,8 +191,7 @@ def test_late_abort_of_a_commit_no_one_heard_keeps_the_published_files() -> None
     rows = pa.RecordBatch.from_pylist(
         [{"id": row_id(0, 0, 0, i), "c0_int8": i} for i in range(3)], schema=schema
     )
-    empty_batches = [[]] * 11
-    history.abort_late(Script(writer, [3], rows, True, *empty_batches), later=11)
+    history.abort_late(Script(writer, [3], rows, True), later=11)
     assert history.status[(0, 0)] == "committed" and writer.batch == 12
     history.check_rows()  # the deleted files of batch 0 fail the read
     history.teardown()

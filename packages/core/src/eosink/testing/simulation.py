@@ -152,7 +152,8 @@ class SinkSimulation:
         """Whether ``error`` (an :class:`~eosink.errors.EosinkError` a batch of writer
         ``writer`` met) is the clear refusal the sink owes that writer's options on this
         target, e.g. a format other than the one another writer already wrote into the
-        folder. The writer then writes no more; its batch must be whole or absent. Default:
+        folder. The writer then writes no more; its batch must be whole or absent. Writer
+        -1 is the operator's sink (``cleanup``), built from the shared options. Default:
         no refusal is expected (every error fails the history)."""
         return False
 

@@ -132,7 +132,9 @@ class History(HistoryJudge, RuleBasedStateMachine):
             if not self._run_one(data, writer):
                 return
 
-    def _run_one(self, data: st.DataObject, writer: Writer, faults: bool = True) -> bool:
+    def _run_one(self, data: st.DataObject | None, writer: Writer, faults: bool = True) -> bool:
+        """One whole batch of ``writer`` (its rows drawn from ``data``; without: no rows,
+        unless it replays a batch already drawn), maybe with a fault."""
         batches = self._batch_data(data, writer)
         # armed last: nothing but the batch may meet it
         fault = self._draw_fault(data) if faults else None
@@ -158,7 +160,8 @@ class History(HistoryJudge, RuleBasedStateMachine):
                 if self._refused(writer, exc):
                     return False
                 raise
-            self._failed(writer, restart=data.draw(st.booleans(), label="driver restarts"))
+            restart = data.draw(st.booleans(), label="driver restarts") if data else True
+            self._failed(writer, restart=restart)
             return False
         finally:
             self.crash_points.crash_at = None
@@ -267,8 +270,12 @@ class History(HistoryJudge, RuleBasedStateMachine):
             pm = plugin_manager(self.target.sink())
             try:
                 pm.hook.cleanup_target(older_than_s=older_than, delete=True)
-            except EosinkError:
-                if "committed" in self.status.values():
+            except EosinkError as exc:
+                # writer -1: the operator's sink, of the shared options (writers may differ)
+                shapes = self.kit.simulation_writer_shapes
+                if "committed" in self.status.values() and not (
+                    shapes and self.kit.simulation_refusal(self.spec, -1, exc)
+                ):
                     raise
 
     @precondition(
@@ -502,9 +509,10 @@ class WriterShapes:
         """A zombie's abort runs late, from a fresh process. The zombie is one the history
         made, or a new one: a writer begins a batch (prepared, written) and its driver
         restarts. First its writer (restarted) replays the zombie's batch and commits
-        ``later`` more (whole batches, no fault), then the zombie's driver, back from a long
-        pause, aborts its attempt. The hook contract lets abort run late and never lets it
-        remove published data: the judge still sees every committed batch exactly once."""
+        ``later`` more (whole batches without rows, no fault), then the zombie's driver, back
+        from a long pause, aborts its attempt. The hook contract lets abort run late and never
+        lets it remove published data: the judge still sees every committed batch exactly
+        once."""
         if self.zombies and data.draw(st.booleans(), label="an old zombie"):
             attempt = data.draw(st.sampled_from(self.zombies), label="attempt")
             self.zombies.remove(attempt)
@@ -521,8 +529,10 @@ class WriterShapes:
         writer = self.writers[attempt.writer]
         if data.draw(st.booleans(), label="its commit went through unheard"):
             self._commit_unheard(attempt)
+        # the later batches hold no rows: they age the log (a compact keeps the latest proofs)
+        # without spending the history's draws
         for _ in range(later + 1 if writer.live is None and writer.refused is None else 0):
-            if not self._run_one(data, writer, faults=False):
+            if not self._run_one(None, writer, faults=False):
                 break
         pid = f"{attempt.pid}/late-abort-{next(self.workers)}"
         pm = self._in(pid, lambda: plugin_manager(self._sink(writer), driver_plugins(())))
