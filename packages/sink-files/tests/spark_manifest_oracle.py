@@ -45,6 +45,7 @@ _KINDS = {"string": ("is_string", "is_large_string"), "bool": ("is_boolean",),
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)[fFdD]?")
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})([ T].*)?")
+_FORMAT_NAME = re.compile(r".*\.(parquet|json|csv)(\.gz)?")  # Spark's writers' name endings
 _JSON_FLOATS = {"NaN", "Infinity", "+Infinity", "-Infinity", "INF", "+INF", "-INF"}
 
 
@@ -209,6 +210,24 @@ def _read_part(fs: Any, path: str, fields: list[pa.Field], fmt: str, header: boo
     return [pa.array(col, f.type) for col, f in zip(cols, fields)]
 
 
+def format_named(path: str) -> str | None:
+    """The format a data file's name gives (``….snappy.parquet``, ``….json.gz``), if any."""
+    m = _FORMAT_NAME.fullmatch(path.rsplit("/", 1)[-1])
+    return m.group(1) if m else None
+
+
+def folder_format(paths: Sequence[str]) -> str:
+    """The one format of the files the log lists, as their names give it: the format a user
+    reading the folder names (Spark reads a folder in one format). Files of two formats, or
+    of none: :class:`OracleError` (Spark would read some of them as garbage or fail)."""
+    formats = {p: format_named(p) for p in paths}
+    found = set(formats.values())
+    if len(found) > 1 or None in found:
+        shown = {f: next(p for p, g in formats.items() if g == f) for f in found}
+        raise OracleError(f"the log lists files of {len(found)} formats: {shown}")
+    return found.pop() if found else "parquet"
+
+
 def live_files(
     fs: Any, root: str, partition_by: Sequence[str] = (), compact_interval: int = 10
 ) -> list[tuple[str, dict[str, str]]]:
@@ -253,7 +272,7 @@ def read_committed(
     schema: pa.Schema,
     partition_by: Sequence[str] = (),
     *,
-    format: str = "parquet",
+    format: str | None = "parquet",
     csv_header: bool = True,
     compact_interval: int = 10,
     session_tz: str = "UTC",
@@ -262,13 +281,16 @@ def read_committed(
     """The rows Spark's reader returns for the folder at ``url`` (in ``schema``'s column order),
     and the paths of the files it reads (a file listed twice is read twice).
 
-    ``schema``: the source's, partition columns included; ``compact_interval``: the readers'
+    ``schema``: the source's, partition columns included; ``format``: the reader's, or None
+    for the one the listed files' names give (:func:`folder_format`); ``compact_interval``: the
+    readers'
     ``spark.sql.streaming.fileSink.log.compactInterval``; ``session_tz``: Spark's session time
     zone, for timestamps written without one.
     """
     fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
     live = live_files(fs, root.rstrip("/"), partition_by, compact_interval)
     fields = [f for f in schema if f.name not in partition_by]
+    format = format or folder_format([path for path, _ in live])
     tables = []
     for path, folders in live:
         columns = _read_part(fs, path, fields, format, csv_header, session_tz)

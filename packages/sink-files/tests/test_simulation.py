@@ -6,6 +6,13 @@ sink below its own code, and the log's modification times follow the history's c
 ``log_cleanup_delay_s`` passes when the history says. The judge is
 :mod:`spark_manifest_oracle`, which reads the folder as Spark's reader does and shares no code
 with the sink.
+
+Each writer of a history draws its own shape (the kit's ``simulation_writer_shapes``): its
+format (Parquet, JSON lines, CSV), codec, file and row-group sizes, file writer, compaction
+interval and the core's fingerprint check. The judge reads the folder in the one format its
+files' names give. A writer whose format or compaction interval differs from another's, or
+a CSV writer given a nested or binary column, must be refused with a clear error (the
+folder keeps one format and one log layout): :meth:`TestFilesSimulation.simulation_refusal`.
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 from hypothesis import strategies as st
-from spark_manifest_oracle import read_committed
+from spark_manifest_oracle import OracleError, read_committed
 
 from eosink.testing.faultfs import ObjectStore, StoreFault
-from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation
+from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation, row_id
 from eosink_files.sink import FilesSink
 
 LOG = "out/_spark_metadata/"
@@ -35,6 +42,32 @@ def damage_latest_log_file(store: ObjectStore) -> None:
     store.objects[latest] = (data[: data.rstrip(b"\n").rfind(b"\n") + 10], mtime)
 
 
+def _shape(spec: HistorySpec, writer: int) -> tuple[str, int]:
+    """A writer's format and compaction interval: what one folder's writers must share
+    (writer -1: the history's own)."""
+    options = {**spec.options, **(spec.own_options(writer) if writer >= 0 else {})}
+    return options["format"], options["compact_interval"]
+
+
+@st.composite
+def writer_options(draw: st.DrawFn, fmt: str, interval: int) -> dict[str, Any]:
+    """One writer's own options: format and compaction interval (the history's, 4 times in
+    5), codec, part-file and row-group sizes, file writer, and the core's fingerprint check."""
+    options: dict[str, Any] = {}
+    if draw(st.integers(0, 4)) == 0:
+        options["format"] = draw(st.sampled_from(["parquet", "json", "csv"]))
+    if draw(st.integers(0, 4)) == 0:
+        options["compact_interval"] = draw(st.integers(2, 4))
+    codecs = {"parquet": ["snappy", "zstd", "gzip", "none"], "json": ["none", "gzip"]}
+    codecs["csv"] = codecs["json"]
+    options["compression"] = draw(st.sampled_from(codecs[options.get("format", fmt)]))
+    options["target_file_size"] = draw(st.sampled_from([1024 * 1024 * 1024, 1, 600]))
+    options["row_group_size"] = draw(st.sampled_from([1_048_576, 1, 2]))
+    options["file_writer"] = draw(st.sampled_from(["auto", "arrow"]))
+    options["fingerprint"] = draw(st.sampled_from(["off", "warn", "error"]))
+    return options
+
+
 class TestFilesSimulation(SinkSimulation):
     simulation_partition_types = (
         "int8",
@@ -49,30 +82,72 @@ class TestFilesSimulation(SinkSimulation):
         "decimal",
     )
     simulation_examples = 25
+    simulation_writer_shapes = True
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         return st.fixed_dictionaries(
             {
                 "compact_interval": st.integers(2, 4),
                 "log_cleanup_delay_s": st.sampled_from([0.0, 60.0, 600.0]),
+                "format": st.sampled_from(["parquet", "json", "csv"]),
             }
         )
+
+    def simulation_writer_options(self, spec: HistorySpec) -> st.SearchStrategy[dict[str, Any]]:
+        """Mostly the history's format and interval (writers that agree write together), at
+        times another (which must be refused); the rest freely."""
+        return writer_options(spec.options["format"], spec.options["compact_interval"])
+
+    def simulation_refusal(self, spec: HistorySpec, writer: int, error: Exception) -> bool:
+        """A clear refusal is owed to a writer whose format or compaction interval differs
+        from another writer's (the folder holds one format, its log one layout), and to a CSV
+        writer given a nested or binary column; a refusal the shapes do not explain fails the
+        history."""
+        mine = _shape(spec, writer)
+        others = {_shape(spec, w) for w in range(spec.writers) if w != writer}
+        text = str(error)
+        if any(o[0] != mine[0] for o in others) and "format" in text:
+            return True
+        if any(o[1] != mine[1] for o in others) and "compact" in text:
+            return True
+        nested = [
+            f.name
+            for f in spec.schema
+            if (pa.types.is_nested(f.type) or pa.types.is_binary(f.type))
+            and f.name not in spec.partition_by
+        ]
+        return mine[0] == "csv" and bool(nested) and "CSV" in text
 
     def simulation_target(self, spec: HistorySpec, env: Any) -> SimTarget:
         store = ObjectStore.create()
         url = store.url("out")
         options = dict(spec.options)
 
+        # A reader sets the compaction interval the folder was written with (it matters only
+        # before the log's first compacts): the history's, else one a writer drew.
+        intervals = dict.fromkeys(_shape(spec, w)[1] for w in range(-1, spec.writers))
+
         def read() -> Any:
-            return read_committed(
-                url,
-                spec.schema,
-                spec.partition_by,
-                compact_interval=options["compact_interval"],
-            )[0]
+            failures = []
+            for interval in intervals:
+                try:
+                    return read_committed(
+                        url,
+                        spec.schema,
+                        spec.partition_by,
+                        format=None,  # the one format the listed files' names give
+                        compact_interval=interval,
+                    )[0]
+                except OracleError as exc:
+                    failures.append(exc)
+            raise failures[0]
+
+        def sink_for(writer_options: dict[str, Any]) -> FilesSink:
+            return FilesSink(path=url, partition_by=list(spec.partition_by), **writer_options)
 
         return SimTarget(
             sink=lambda: FilesSink(path=url, partition_by=list(spec.partition_by), **options),
+            sink_for=sink_for,
             read=read,
             store=store,
             damage=lambda: damage_latest_log_file(store),
@@ -95,6 +170,28 @@ def test_history_ended_with_a_store_fault_armed_recovers_without_it() -> None:
     kit = TestFilesSimulation()
     history = kit.history_machine(None)()
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
-    history.start(Script((schema, ()), 1, {"compact_interval": 2, "log_cleanup_delay_s": 0.0}))
+    options = {"compact_interval": 2, "log_cleanup_delay_s": 0.0, "format": "parquet"}
+    history.start(Script((schema, ()), 1, options, {"fingerprint": "off"}))
     history.target.store.arm(StoreFault(kind="error", after=1, ops=("put",)))
     history.teardown()  # recovers: the writer's two batches committed, each read back once
+
+
+def test_late_abort_of_a_commit_no_one_heard_keeps_the_published_files() -> None:
+    """The kit's ``abort_late`` step in finding 17's shape, replayed: a writer begins batch 0,
+    its commit goes through but its driver never hears (it pauses, the query restarts), the
+    restarted query finds batch 0 committed and commits 11 more batches (a compact keeps only
+    the latest 10 proofs of a writer), then the paused driver aborts its attempt. The abort
+    must keep the files the log lists: the judge reads every committed batch once."""
+    kit = TestFilesSimulation()
+    history = kit.history_machine(None)()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
+    options = {"compact_interval": 2, "log_cleanup_delay_s": 0.0, "format": "parquet"}
+    history.start(Script((schema, ()), 1, options, {"fingerprint": "off"}))
+    writer = history.writers[0]
+    rows = pa.RecordBatch.from_pylist(
+        [{"id": row_id(0, 0, 0, i), "c0_int8": i} for i in range(3)], schema=schema
+    )
+    history.abort_late(Script(writer, [3], rows, True), later=11)
+    assert history.status[(0, 0)] == "committed" and writer.batch == 12
+    history.check_rows()  # the deleted files of batch 0 fail the read
+    history.teardown()

@@ -218,6 +218,12 @@ def unsupported_csv_type(typ: pa.DataType) -> str | None:
     """Why a column of this type cannot be written as CSV (None: it can)."""
     if pa.types.is_nested(typ):
         return "CSV holds flat values only (Spark's CSV writer refuses it too)"
+    if (
+        pa.types.is_binary(typ)
+        or pa.types.is_large_binary(typ)
+        or pa.types.is_fixed_size_binary(typ)
+    ):
+        return "CSV holds text, not bytes (Spark's CSV writer refuses binary columns too)"
     return None
 
 

@@ -16,6 +16,15 @@ independent reader judges every step. A history is, on one empty target:
   sink's cleanup; a target damaged by hand;
 * at the end, Spark's recovery: every writer replays its unfinished batch and writes one more.
 
+Kits with ``simulation_writer_shapes`` give each writer a shape of its own: its own options
+(:meth:`SinkSimulation.simulation_writer_options`, merged over the shared ones for its sink,
+built by :attr:`SimTarget.sink_for`; the key ``fingerprint`` is the core's replay check),
+batch ids that jump (an availableNow query after a pause, a copied checkpoint: the ``jump``
+step) and a zombie's abort that runs late, after its restarted writer replayed the batch and
+committed more (``abort_late``). A writer whose options the target cannot take (another
+format in a folder, say) must be refused with a clear error, which
+:meth:`SinkSimulation.simulation_refusal` tells from a failure: the writer then stops.
+
 Between steps, the judge also reads with a filter (``filtered_read``) through each of the
 target's filtered readers (:attr:`SimTarget.filtered`: delta-rs' pyarrow dataset, pyiceberg's
 ``row_filter``, SQL's ``WHERE``...): a predicate on one column (equal to a value the table
@@ -74,7 +83,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from eosink.testing.arrow_data import SCALAR_TYPES
 from eosink.testing.faultfs import OPS, StoreFault
-from eosink.testing.simulation_history import History
+from eosink.testing.simulation_history import History, WriterShapes
 from eosink.testing.simulation_model import (
     BATCH_SPAN,
     EPOCH,
@@ -121,10 +130,32 @@ class SinkSimulation:
     #: 32 characters and over 4 KiB, U+2028/U+2029/U+0085, timestamps of years 1 and 9999:
     #: :func:`~eosink.testing.arrow_data.record_batches`' ``wide``).
     simulation_wide_values = False
+    #: Each writer draws its own options (:meth:`simulation_writer_options`), its batch ids
+    #: may jump and a zombie's abort may run late (the ``jump`` and ``abort_late`` steps).
+    #: Off by default: the extra steps change every derandomized history of a kit.
+    simulation_writer_shapes = False
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         """Sink options drawn per history (e.g. small compaction intervals)."""
         return st.just({})
+
+    def simulation_writer_options(self, spec: HistorySpec) -> st.SearchStrategy[dict[str, Any]]:
+        """Options each writer of a history draws for itself, with
+        :attr:`simulation_writer_shapes` (e.g. its format, compaction interval, file writer
+        options), merged over :meth:`simulation_options`' for its sink
+        (:attr:`SimTarget.sink_for`). The key ``fingerprint`` (``"off"``, ``"warn"``,
+        ``"error"``) is the kit's: the core's replay check of that writer's batches. The
+        failure report lists each writer's draw (``writer-0 options``)."""
+        return st.just({})
+
+    def simulation_refusal(self, spec: HistorySpec, writer: int, error: Exception) -> bool:
+        """Whether ``error`` (an :class:`~eosink.errors.EosinkError` a batch of writer
+        ``writer`` met) is the clear refusal the sink owes that writer's options on this
+        target, e.g. a format other than the one another writer already wrote into the
+        folder. The writer then writes no more; its batch must be whole or absent. Writer
+        -1 is the operator's sink (``cleanup``), built from the shared options. Default:
+        no refusal is expected (every error fails the history)."""
+        return False
 
     def simulation_values_of(self, spec: HistorySpec) -> Mapping[str, st.SearchStrategy[Any]]:
         """The values a history's rows draw, where they depend on the history (e.g. a
@@ -176,7 +207,8 @@ class SinkSimulation:
         """The rule-based machine of this kit's histories against ``env``. A regression test
         replays a shrunk history with an instance of it, calling its steps in order with a
         :class:`Script` of the draws the failure report lists."""
-        return type(f"{type(self).__name__}History", (History,), {"kit": self, "env": env})
+        bases = (WriterShapes, History) if self.simulation_writer_shapes else (History,)
+        return type(f"{type(self).__name__}History", bases, {"kit": self, "env": env})
 
     def simulation_settings(self) -> settings:
         soak = os.environ.get("EOSINK_SIMULATION_SOAK") == "1"
@@ -209,6 +241,7 @@ __all__ = [
     "SinkSimulation",
     "StoreFault",
     "Writer",
+    "WriterShapes",
     "batch_of",
     "row_id",
 ]

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pyarrow as pa
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -27,6 +28,7 @@ from eosink.testing.faultfs import StoreFault
 from eosink.testing.local import LocalRunner
 from eosink.testing.simulation_judge import HistoryJudge
 from eosink.testing.simulation_model import (
+    MAX_BATCH,
     PHASE_POINTS,
     Attempt,
     CrashPoints,
@@ -74,6 +76,14 @@ class History(HistoryJudge, RuleBasedStateMachine):
             writers=data.draw(st.integers(1, kit.simulation_max_writers), label="writers"),
             options=data.draw(kit.simulation_options(), label="options"),
         )
+        if kit.simulation_writer_shapes:
+            own = kit.simulation_writer_options(spec)
+            spec = attrs.evolve(
+                spec,
+                writer_options=tuple(
+                    data.draw(own, label=f"writer-{i} options") for i in range(spec.writers)
+                ),
+            )
         self.spec = spec
         empty = pa.RecordBatch.from_pylist([], schema=spec.schema)
         self.input_schema = kit.simulation_batch(spec, empty, 0, 0, 0).schema
@@ -122,10 +132,13 @@ class History(HistoryJudge, RuleBasedStateMachine):
             if not self._run_one(data, writer):
                 return
 
-    def _run_one(self, data: st.DataObject, writer: Writer) -> bool:
+    def _run_one(self, data: st.DataObject | None, writer: Writer, faults: bool = True) -> bool:
+        """One whole batch of ``writer`` (its rows drawn from ``data``; without: no rows,
+        unless it replays a batch already drawn), maybe with a fault."""
         batches = self._batch_data(data, writer)
-        fault = self._draw_fault(data)  # armed last: nothing but the batch may meet it
-        sink = self._in(writer.pid, self.target.sink)
+        # armed last: nothing but the batch may meet it
+        fault = self._draw_fault(data) if faults else None
+        sink = self._sink(writer)
         ctx = self._context(writer, sink)
         plugins = [self.crash_points, *([fault] if isinstance(fault, FaultPlugin) else [])]
         fired_before = self._fired()
@@ -138,13 +151,17 @@ class History(HistoryJudge, RuleBasedStateMachine):
                     self._runner(batches),
                     plugins=plugins,
                     executor_plugins=[p for p in plugins if isinstance(p, FaultPlugin)],
+                    fingerprint=self.spec.fingerprint(writer.index),
                 )
         except Exception as exc:
             self._disarm()
             injected = isinstance(exc, InjectedCrash) or self._fired() > fired_before
             if not injected:
+                if self._refused(writer, exc):
+                    return False
                 raise
-            self._failed(writer, restart=data.draw(st.booleans(), label="driver restarts"))
+            restart = data.draw(st.booleans(), label="driver restarts") if data else True
+            self._failed(writer, restart=restart)
             return False
         finally:
             self.crash_points.crash_at = None
@@ -157,19 +174,35 @@ class History(HistoryJudge, RuleBasedStateMachine):
     def begin(self, data: st.DataObject) -> None:
         """Prepare and write a batch; its commit comes in a later step."""
         writer = self._idle_writer(data)
-        if writer is None:
-            return
+        if writer is not None:
+            self._begin(data, writer)
+
+    def _begin(self, data: st.DataObject, writer: Writer) -> None:
         batches = self._batch_data(data, writer)
+        fingerprint = self.spec.fingerprint(writer.index)
         with simulated_process(writer.pid):
-            sink = self.target.sink()
+            sink = self._sink(writer)
             ctx = self._context(writer, sink)
             pm = plugin_manager(sink, driver_plugins([self.crash_points]))
-            prepared = prepare(pm, ctx, self.input_schema)
+            try:
+                prepared = prepare(
+                    pm,
+                    ctx,
+                    self.input_schema,
+                    fingerprint=fingerprint,
+                    run_writes=self._runner(batches),
+                    sink=sink,
+                )
+            except Exception as exc:
+                if self._refused(writer, exc):
+                    return
+                raise
             if prepared.skipped is not None:
                 self._done(writer, "skipped")
                 return
             try:
-                results = self._runner(batches)(WriteTask(sink, ctx, prepared.state))
+                task = WriteTask(sink, ctx, prepared.state, fingerprint=fingerprint != "off")
+                results = self._runner(batches)(task)
             except BaseException:
                 abort_quietly(pm, ctx, prepared.state, [])
                 raise
@@ -195,10 +228,13 @@ class History(HistoryJudge, RuleBasedStateMachine):
         pid, pm = attempt.pid, attempt.pm
         if fresh:
             pid = f"{attempt.pid}/worker-{next(self.workers)}"
-            pm = self._in(pid, lambda: plugin_manager(self.target.sink(), driver_plugins(())))
+            pm = self._in(pid, lambda: plugin_manager(self._sink(writer), driver_plugins(())))
+        fingerprint = self.spec.fingerprint(writer.index) != "off"
         try:
             with simulated_process(pid):
-                outcome = finish(pm, attempt.ctx, attempt.state, attempt.results)
+                outcome = finish(
+                    pm, attempt.ctx, attempt.state, attempt.results, fingerprint=fingerprint
+                )
         except EosinkError:
             # a clean refusal (its files were cleaned up, the log moved on): Spark replays
             with simulated_process(pid):
@@ -234,8 +270,12 @@ class History(HistoryJudge, RuleBasedStateMachine):
             pm = plugin_manager(self.target.sink())
             try:
                 pm.hook.cleanup_target(older_than_s=older_than, delete=True)
-            except EosinkError:
-                if "committed" in self.status.values():
+            except EosinkError as exc:
+                # writer -1: the operator's sink, of the shared options (writers may differ)
+                shapes = self.kit.simulation_writer_shapes
+                if "committed" in self.status.values() and not (
+                    shapes and self.kit.simulation_refusal(self.spec, -1, exc)
+                ):
                     raise
 
     @precondition(
@@ -252,11 +292,15 @@ class History(HistoryJudge, RuleBasedStateMachine):
         self.target.damage()
         self.damaged = True
         writer = data.draw(st.sampled_from(self.writers), label="writer")
-        sink = self._in(writer.pid, self.target.sink)
+        sink = self._sink(writer)
         with simulated_process(writer.pid):
             try:
                 outcome = run_batch(
-                    sink, self._context(writer, sink), self.input_schema, self._runner([])
+                    sink,
+                    self._context(writer, sink),
+                    self.input_schema,
+                    self._runner([]),
+                    fingerprint=self.spec.fingerprint(writer.index),
                 )
             except EosinkError:
                 return
@@ -277,23 +321,30 @@ class History(HistoryJudge, RuleBasedStateMachine):
                 writer.live = None
             writer.generation += 1
             for _ in range(2):
-                self._replay(writer)
+                if writer.refused is None:
+                    self._replay(writer)
         self.check_rows()
         self.check_filtered_sweep()
         self.audit()
         for key, status in self.status.items():
-            if self._expected(*key):
+            if self._expected(*key) and self.writers[key[0]].refused is None:
                 assert status == "committed", f"batch {key} is still in doubt after recovery"
 
     def _replay(self, writer: Writer) -> None:
-        sink = self._in(writer.pid, self.target.sink)
-        with simulated_process(writer.pid):
-            outcome = run_batch(
-                sink,
-                self._context(writer, sink),
-                self.input_schema,
-                self._runner(self._batch_data(None, writer)),
-            )
+        sink = self._sink(writer)
+        try:
+            with simulated_process(writer.pid):
+                outcome = run_batch(
+                    sink,
+                    self._context(writer, sink),
+                    self.input_schema,
+                    self._runner(self._batch_data(None, writer)),
+                    fingerprint=self.spec.fingerprint(writer.index),
+                )
+        except Exception as exc:
+            if self._refused(writer, exc):
+                return
+            raise
         self._done(writer, outcome.status)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -301,8 +352,28 @@ class History(HistoryJudge, RuleBasedStateMachine):
         with simulated_process(pid):
             return make()
 
+    def _sink(self, writer: Writer) -> Any:
+        """A new sink of ``writer`` (its own options, if it drew any), built in its process."""
+        options = self.spec.sink_options(writer.index)
+        return self._in(writer.pid, lambda: self.target.make_sink(options))
+
+    def _refused(self, writer: Writer, exc: BaseException) -> bool:
+        """Whether ``exc`` is a clear refusal the kit expects for this writer's options
+        (:meth:`~eosink.testing.simulation.SinkSimulation.simulation_refusal`): the writer
+        then stops for good and its batch stays in doubt (the judge still wants it whole or
+        absent). Any other error is the history's failure."""
+        if not isinstance(exc, EosinkError):
+            return False
+        if not self.kit.simulation_refusal(self.spec, writer.index, exc):
+            return False
+        self._mark(writer.index, writer.batch, "maybe")
+        writer.refused = f"{type(exc).__name__}: {exc}"
+        writer.live = None
+        self.stats["writers_refused"] += 1
+        return True
+
     def _idle_writer(self, data: st.DataObject) -> Writer | None:
-        idle = [w for w in self.writers if w.live is None]
+        idle = [w for w in self.writers if w.live is None and w.refused is None]
         return data.draw(st.sampled_from(idle), label="writer") if idle else None
 
     def _context(self, writer: Writer, sink: Any, batch: int | None = None) -> BatchContext:
@@ -389,3 +460,99 @@ class History(HistoryJudge, RuleBasedStateMachine):
     def _mark(self, writer: int, batch: int, status: str) -> None:
         if self.status.get((writer, batch)) != "committed":
             self.status[(writer, batch)] = status
+
+
+class WriterShapes:
+    """The steps of histories whose writers have shapes of their own
+    (:attr:`~eosink.testing.simulation.SinkSimulation.simulation_writer_shapes`): batch ids
+    that jump, and a zombie's abort that runs late. A mixin of :class:`History`, added only
+    for kits that ask for it (another step changes every derandomized history)."""
+
+    writers: list[Writer]
+    zombies: list[Attempt]
+    data: dict[tuple[int, int], list[list[pa.RecordBatch]]]
+    status: dict[tuple[int, int], str]
+    stats: Counter[str]
+    target: SimTarget | None
+    damaged: bool
+    workers: Any
+    _sink: Callable[[Writer], Any]
+    _run_one: Callable[..., bool]
+    _begin: Callable[[st.DataObject, Writer], None]
+    _idle_writer: Callable[[st.DataObject], Writer | None]
+    _in: Callable[[str, Callable[[], Any]], Any]
+    _mark: Callable[[int, int, str], None]
+
+    def _jumpable(self) -> list[Writer]:
+        return [
+            w
+            for w in self.writers
+            if w.live is None and w.refused is None and (w.index, w.batch) not in self.data
+        ]
+
+    @precondition(lambda self: not self.damaged and self._jumpable())
+    @rule(data=st.data(), gap=st.sampled_from([1, 2, 9, 10, 11, 250]))
+    def jump(self, data: st.DataObject, gap: int) -> None:
+        """A writer's next batch id skips ahead: an availableNow query run after a pause, a
+        checkpoint copied from a later run. Only between batches (a batch in doubt is
+        replayed by Spark under its own id, never skipped); row ids still tell each batch."""
+        writer = data.draw(st.sampled_from(self._jumpable()), label="writer")
+        writer.batch = min(writer.batch + gap, MAX_BATCH - 20)
+        self.stats["batch_jumps"] += 1
+
+    @precondition(
+        lambda self: not self.damaged
+        and (self.zombies or any(w.live is None and w.refused is None for w in self.writers))
+    )
+    @rule(data=st.data(), later=st.sampled_from([0, 1, 3, 11]))
+    def abort_late(self, data: st.DataObject, later: int) -> None:
+        """A zombie's abort runs late, from a fresh process. The zombie is one the history
+        made, or a new one: a writer begins a batch (prepared, written) and its driver
+        restarts. First its writer (restarted) replays the zombie's batch and commits
+        ``later`` more (whole batches without rows, no fault), then the zombie's driver, back
+        from a long pause, aborts its attempt. The hook contract lets abort run late and never
+        lets it remove published data: the judge still sees every committed batch exactly
+        once."""
+        if self.zombies and data.draw(st.booleans(), label="an old zombie"):
+            attempt = data.draw(st.sampled_from(self.zombies), label="attempt")
+            self.zombies.remove(attempt)
+        else:
+            writer = self._idle_writer(data)
+            if writer is None:
+                return
+            self._begin(data, writer)
+            attempt = writer.live
+            if attempt is None:
+                return  # skipped or refused: nothing begun
+            writer.live = None
+            writer.generation += 1  # the driver restarts; its attempt lives on, a zombie
+        writer = self.writers[attempt.writer]
+        if data.draw(st.booleans(), label="its commit went through unheard"):
+            self._commit_unheard(attempt)
+        # the later batches hold no rows: they age the log (a compact keeps the latest proofs)
+        # without spending the history's draws
+        for _ in range(later + 1 if writer.live is None and writer.refused is None else 0):
+            if not self._run_one(None, writer, faults=False):
+                break
+        pid = f"{attempt.pid}/late-abort-{next(self.workers)}"
+        pm = self._in(pid, lambda: plugin_manager(self._sink(writer), driver_plugins(())))
+        with simulated_process(pid):
+            abort_quietly(pm, attempt.ctx, attempt.state, [r.message for r in attempt.results])
+        self.stats["late_aborts"] += 1
+
+    def _commit_unheard(self, attempt: Attempt) -> None:
+        """The zombie's commit goes through, and its driver never hears of it (a lost reply,
+        a pause right after): the restarted writer must find the batch committed, and the
+        late abort must keep its files."""
+        fingerprint = self.spec.fingerprint(attempt.writer) != "off"
+        try:
+            with simulated_process(attempt.pid):
+                outcome = finish(
+                    attempt.pm, attempt.ctx, attempt.state, attempt.results, fingerprint=fingerprint
+                )
+        except EosinkError:
+            self._mark(attempt.writer, attempt.batch, "maybe")  # a clean refusal
+            return
+        if outcome.status == "committed":
+            self._mark(attempt.writer, attempt.batch, "committed")
+            self.stats["late_aborts_of_committed"] += 1

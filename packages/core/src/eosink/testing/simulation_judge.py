@@ -39,6 +39,7 @@ class HistoryJudge:
     workers: Iterator[int]  # numbers of fresh processes
     _in: Callable[[str, Callable[[], Any]], Any]
     _context: Callable[..., BatchContext]
+    _refused: Callable[[Writer, BaseException], bool]
 
     @invariant()
     def readers_see_each_batch_once(self) -> None:
@@ -57,10 +58,16 @@ class HistoryJudge:
             for batch in range(writer.batch + 1):
                 if (writer.index, batch) not in self.data:
                     continue
-                sink = self._in(pid, self.target.sink)
+                options = self.spec.sink_options(writer.index)
+                sink = self._in(pid, lambda: self.target.make_sink(options))
                 ctx = self._context(writer, sink, batch)
-                with simulated_process(pid):
-                    proof = plugin_manager(sink).hook.is_committed(ctx=ctx)
+                try:
+                    with simulated_process(pid):
+                        proof = plugin_manager(sink).hook.is_committed(ctx=ctx)
+                except Exception as exc:
+                    if self._refused(writer, exc):
+                        break  # a clear refusal this writer's options earn: it writes no more
+                    raise
                 rows = self._expected(writer.index, batch)
                 has_rows = bool(held.get((writer.index, batch)))
                 if self.kit.simulation_visible_before_commit and proof is None:
@@ -126,6 +133,8 @@ class HistoryJudge:
             got = held.get(key, Counter())
             status = self.status.get(key)
             writer_id = self.writers[key[0]].writer_id
+            own = self.spec.own_options(key[0])
+            writer_id += f" (options {own})" if own else ""
             if got == expected or (not got and status != "committed"):
                 continue
             partial = self.kit.simulation_visible_before_commit and status != "committed"

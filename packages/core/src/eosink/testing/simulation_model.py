@@ -21,17 +21,41 @@ from eosink.testing.faultfs import FaultTarget
 PHASE_POINTS = ("after_init", "mid_write", "before_commit", "after_commit", "task_retry")
 #: ids: writer * WRITER_SPAN + batch * BATCH_SPAN + partition * PARTITION_SPAN + row
 PARTITION_SPAN, BATCH_SPAN, WRITER_SPAN = 1_000, 100_000, 10**9
+#: Batch ids a row id can tell apart (a writer's batch ids may jump, but stay below this).
+MAX_BATCH = WRITER_SPAN // BATCH_SPAN
 EPOCH = 1_800_000_000.0
+#: Keys of a writer's options that the kit takes itself, not the sink: ``fingerprint``, the
+#: core's replay check (``run_batch``'s ``fingerprint``: ``"off"``, ``"warn"``, ``"error"``).
+KIT_OPTIONS = ("fingerprint",)
 
 
 @attrs.frozen
 class HistorySpec:
-    """What one history writes: the rows' schema, partition columns, writers, sink options."""
+    """What one history writes: the rows' schema, partition columns, writers, sink options.
+
+    ``options``: the sink options every writer shares; ``writer_options``: each writer's own
+    (:meth:`~eosink.testing.simulation.SinkSimulation.simulation_writer_options`), merged over
+    the shared ones for that writer's sink (empty: every writer uses ``options`` alone)."""
 
     schema: pa.Schema
     partition_by: tuple[str, ...]
     writers: int
     options: dict[str, Any] = attrs.field(factory=dict)
+    writer_options: tuple[dict[str, Any], ...] = ()
+
+    def own_options(self, writer: int) -> dict[str, Any]:
+        """The options writer ``writer`` drew for itself (kit keys included)."""
+        return dict(self.writer_options[writer]) if writer < len(self.writer_options) else {}
+
+    def sink_options(self, writer: int) -> dict[str, Any] | None:
+        """The options of writer ``writer``'s sink: its own merged over the shared ones, kit
+        keys left out; None when it drew none (its sink is then :attr:`SimTarget.sink`'s)."""
+        own = {k: v for k, v in self.own_options(writer).items() if k not in KIT_OPTIONS}
+        return {**self.options, **own} if own else None
+
+    def fingerprint(self, writer: int) -> str:
+        """The core's replay check for writer ``writer`` (``"off"`` unless it drew one)."""
+        return str(self.own_options(writer).get("fingerprint", "off"))
 
 
 @attrs.frozen
@@ -84,7 +108,10 @@ class SimTarget:
     :class:`Predicate` down (reader name -> function of the predicate returning rows as
     ``read`` does, or ``None`` for a predicate the reader cannot push down): each must return
     exactly the rows of ``read`` that the predicate passes, whatever the files' statistics,
-    partition values or indexes let it skip.
+    partition values or indexes let it skip. ``sink_for``: a new sink instance built from a
+    writer's options (the shared ones with the writer's own merged over them, see
+    :attr:`HistorySpec.writer_options`); needed only by kits whose writers draw options of
+    their own (``None``: every sink is ``sink()``).
     """
 
     sink: Callable[[], Any]
@@ -93,6 +120,16 @@ class SimTarget:
     damage: Callable[[], None] | None = None
     close: Callable[[], None] = attrs.field(default=lambda: None)
     filtered: dict[str, Callable[[Predicate], Any]] = attrs.field(factory=dict)
+    sink_for: Callable[[dict[str, Any]], Any] | None = None
+
+    def make_sink(self, options: dict[str, Any] | None = None) -> Any:
+        """A writer's sink: ``sink_for(options)`` for a writer with options of its own, else
+        ``sink()``."""
+        if options is None:
+            return self.sink()
+        if self.sink_for is None:
+            raise TypeError("writers draw options of their own, but the SimTarget has no sink_for")
+        return self.sink_for(options)
 
 
 class SimClock:
@@ -150,6 +187,9 @@ class Writer:
     generation: int = 0
     batch: int = 0  # the batch it runs now (Spark's current batch id)
     live: Attempt | None = None  # its current process's attempt in flight
+    #: Why the sink refused this writer for good, clearly, as the kit expects
+    #: (:meth:`~eosink.testing.simulation.SinkSimulation.simulation_refusal`): it writes no more.
+    refused: str | None = None
 
     @property
     def pid(self) -> str:
@@ -167,6 +207,8 @@ def _fault_kind(fault: Any) -> str:
 
 
 def row_id(writer: int, batch: int, partition: int, row: int) -> int:
+    if not (0 <= batch < MAX_BATCH and 0 <= partition < BATCH_SPAN // PARTITION_SPAN):
+        raise ValueError(f"batch {batch}, partition {partition}: beyond what a row id can tell")
     return writer * WRITER_SPAN + batch * BATCH_SPAN + partition * PARTITION_SPAN + row
 
 
