@@ -125,7 +125,7 @@ class HistoryJudge:
             expected = self._expected(*key)
             got = held.get(key, Counter())
             status = self.status.get(key)
-            writer_id = self.writers[key[0]].writer_id
+            writer_id = self.writers[key[0]].writer_id if key[0] < len(self.writers) else "foreign"
             if got == expected or (not got and status != "committed"):
                 continue
             partial = self.kit.simulation_visible_before_commit and status != "committed"
