@@ -63,15 +63,20 @@ def delta_foreign_steps(spec: HistorySpec, path: str) -> Mapping[str, ForeignSte
         return ForeignOutcome()
 
     def log_cleanup(hand: ForeignHand) -> ForeignOutcome:
-        """A checkpoint, then the log files past their retention removed: every commit below
-        the checkpoint (a batch in flight ran past ``delta.logRetentionDuration``)."""
-        t = table()
-        if t is None:
+        """Another application's commits (two appends of its rows), then its checkpoint and
+        the log files past their retention removed: every commit below the checkpoint (a
+        batch in flight ran past ``delta.logRetentionDuration``), so that the version numbers
+        after a view taken before are free again below the checkpoint."""
+        if table() is None:
             return NO_TABLE
-        t.create_checkpoint()
+        rows = hand.rows()
+        partition_by = list(spec.partition_by) or None
+        for part in (rows.slice(0, 1), rows.slice(1)):
+            write_deltalake(path, part, mode="append", partition_by=partition_by)
+        DeltaTable(path).create_checkpoint()
         age_log(path, 31)
         DeltaTable(path).cleanup_metadata()
-        return ForeignOutcome()
+        return ForeignOutcome(appended=rows)
 
     return {
         "append": append,

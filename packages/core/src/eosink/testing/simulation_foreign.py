@@ -4,8 +4,10 @@ steps of the protocol, another program acts on the target.
 A sink shares its table with other programs: an application appending its own rows, the
 store's maintenance (compaction, checkpoints, vacuum, snapshot expiry, ``VACUUM FULL``), a
 schema or partition change, a migration. Each may run while a batch of the stream is half
-done: between a ``begin`` (prepared and written) and its ``commit_begun``, between a crash
-and the replay, between two writers' batches. A kit names its store's foreign steps in
+done: between a ``begin`` (prepared and written) and its ``commit_begun``, inside a commit
+between two of the sink's own points (its ``crash_point`` names: after its checks, before
+its publication), between a crash and the replay, between two writers' batches. A kit
+names its store's foreign steps in
 :meth:`~eosink.testing.simulation.SinkSimulation.simulation_foreign_steps`; a history draws
 one of them as a step of its own. The judge then holds the target to the same rule as ever,
 with the foreign rows counted:
@@ -34,6 +36,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from eosink.crash import set_crash_handler
 from eosink.errors import EosinkError
 from eosink.process import simulated_process
 from eosink.protocol import run_batch
@@ -42,7 +45,14 @@ from eosink.testing.simulation_model import row_id
 
 if TYPE_CHECKING:
     from eosink.testing.simulation import SinkSimulation
-    from eosink.testing.simulation_model import Attempt, HistorySpec, SimClock, SimTarget, Writer
+    from eosink.testing.simulation_model import (
+        Attempt,
+        CrashPoints,
+        HistorySpec,
+        SimClock,
+        SimTarget,
+        Writer,
+    )
 
 #: The writer index of foreign rows: no stream of a history has it (at most a few writers),
 #: and its ids stay far inside int64 (``row_id(FOREIGN_WRITER, ...)`` < 2**40).
@@ -71,6 +81,8 @@ class ForeignHand:
     spec: HistorySpec
     clock: SimClock
     in_flight: bool
+    #: The step runs inside a commit of the stream (between two of the sink's points).
+    inside_commit: bool
     _kit: SinkSimulation
     _batch: int
 
@@ -107,6 +119,7 @@ class ForeignHands:
     spec: HistorySpec
     target: SimTarget | None
     clock: SimClock
+    crash_points: CrashPoints
     writers: list[Writer]
     zombies: list[Attempt]
     data: dict[tuple[int, int], list[list[pa.RecordBatch]]]
@@ -133,31 +146,64 @@ class ForeignHands:
     @rule(data=st.data())
     def foreign_step(self, data: st.DataObject) -> None:
         """Another program acts on the target (see the module's docstring)."""
-        steps = self.foreign_steps()
-        name = data.draw(st.sampled_from(sorted(steps)), label="foreign step")
+        name = data.draw(st.sampled_from(sorted(self.foreign_steps())), label="foreign step")
+        outcome = self._foreign(data, name, inside_commit=False)
+        if outcome.damaged:
+            self.expect_refusal(data, f"after the foreign step {name}")
+
+    @precondition(
+        lambda self: not self.damaged and bool(self.foreign_steps()) and self.crash_points.seen
+    )
+    @rule(data=st.data())
+    def foreign_step_inside_commit(self, data: st.DataObject) -> None:
+        """Arms a foreign step at one of the sink's points inside ``commit`` (its
+        ``crash_point`` names, as commits reveal them): the next commit that reaches the point
+        lets the other program act there, between the sink's checks and its publication
+        (a commit from a fresh worker has no points armed)."""
+        name = data.draw(st.sampled_from(sorted(self.foreign_steps())), label="foreign step")
+        point = data.draw(st.sampled_from(sorted(self.crash_points.seen)), label="at point")
+
+        def act(reached: str) -> None:
+            if reached != point:
+                return
+            self.crash_points.also = None
+            set_crash_handler(None)  # the other program's own points are not the commit's
+            try:
+                outcome = self._foreign(data, name, inside_commit=True)
+            finally:
+                set_crash_handler(self.crash_points._reached)
+            assert not outcome.damaged, (
+                f"the foreign step {name} damaged the target inside a commit: a step that "
+                "damages returns skipped when ForeignHand.inside_commit"
+            )
+
+        self.crash_points.also = act
+
+    def _foreign(self, data: st.DataObject, name: str, inside_commit: bool) -> ForeignOutcome:
+        self.foreign_steps()
         batch = next(self.__dict__["_foreign_batches"])
         hand = ForeignHand(
             data=data,
             spec=self.spec,
             clock=self.clock,
-            in_flight=bool(self.zombies or any(w.live for w in self.writers)),
+            in_flight=bool(self.zombies or any(w.live for w in self.writers)) or inside_commit,
+            inside_commit=inside_commit,
             kit=self.kit,
             batch=batch,
         )
         with simulated_process(f"foreign-{batch}"):
-            outcome = steps[name](hand)
-        self.stats[f"foreign_{name}"] += 1
+            outcome = self.foreign_steps()[name](hand)
+        self.stats[f"foreign_{name}{'_inside_commit' if inside_commit else ''}"] += 1
         if outcome.skipped is not None:
             self.stats["foreign_skipped"] += 1
-            return
+            return outcome
         if outcome.appended is not None and outcome.appended.num_rows:
             table = outcome.appended
             batches = table.to_batches() if isinstance(table, pa.Table) else [table]
             self.data[(FOREIGN_WRITER, batch)] = [batches]
             self.status[(FOREIGN_WRITER, batch)] = "committed"
             self.stats["foreign_rows"] += table.num_rows
-        if outcome.damaged:
-            self.expect_refusal(data, f"after the foreign step {name}")
+        return outcome
 
     def expect_refusal(self, data: st.DataObject, why: str) -> None:
         """The target can no longer take batches: the next one must be refused with a clear
