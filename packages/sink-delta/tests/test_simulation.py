@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -31,13 +32,20 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable, QueryBuilder
+from delta_foreign import delta_foreign_steps
 from deltalake.exceptions import TableNotFoundError
 from eosink_delta.sink import DeltaSink
 from hypothesis import strategies as st
 
 from eosink.testing.arrow_data import COLUMN_TYPES
 from eosink.testing.s3 import S3Endpoint, S3Faults, S3FaultTarget
-from eosink.testing.simulation import HistorySpec, Predicate, SimTarget, SinkSimulation
+from eosink.testing.simulation import (
+    ForeignStep,
+    HistorySpec,
+    Predicate,
+    SimTarget,
+    SinkSimulation,
+)
 
 #: Every type of the kit: the delta sink stores them all (schema.py refuses none of them).
 DELTA_TYPES = tuple(COLUMN_TYPES)
@@ -169,6 +177,8 @@ class DeltaHistories(SinkSimulation):
 
 class TestDeltaSimulation(DeltaHistories):
     simulation_examples = 24
+    #: The local table of each target made (its foreign steps act on it).
+    paths: dict[int, str] = {}
     #: The filtered readers and the wide values: in :class:`TestDeltaFilteredSimulation`.
     filtered = False
 
@@ -180,7 +190,16 @@ class TestDeltaSimulation(DeltaHistories):
             {},
             close=lambda: shutil.rmtree(folder, ignore_errors=True),
         )
-        return target if self.filtered else attrs.evolve(target, filtered={})
+        target = target if self.filtered else attrs.evolve(target, filtered={})
+        self.paths[id(target)] = f"{folder}/table"
+        return target
+
+    def simulation_foreign_steps(
+        self, spec: HistorySpec, target: SimTarget
+    ) -> Mapping[str, ForeignStep]:
+        """delta-rs appends, compacts, checkpoints, vacuums and cleans the log up between any
+        two steps (``delta_foreign``)."""
+        return delta_foreign_steps(spec, self.paths.pop(id(target)))
 
 
 @pytest.mark.xfail(
@@ -197,6 +216,14 @@ class TestDeltaFilteredSimulation(TestDeltaSimulation):
     simulation_examples = 8
     simulation_wide_values = True
     filtered = True
+
+    def simulation_foreign_steps(
+        self, spec: HistorySpec, target: SimTarget
+    ) -> Mapping[str, ForeignStep]:
+        """None here (TestDeltaSimulation has them): its 8 examples are drawn to find the
+        missing bounds this class is marked for."""
+        self.paths.pop(id(target), None)
+        return {}
 
 
 #: delta-rs retries a failed request quickly here, so that a history stays fast.

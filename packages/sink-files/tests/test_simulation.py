@@ -83,6 +83,9 @@ class TestFilesSimulation(SinkSimulation):
     )
     simulation_examples = 25
     simulation_writer_shapes = True
+    #: The longest ``log_cleanup_delay_s`` a history draws: past it, a compaction may delete
+    #: the log files a slow writer's view still names (the kit's ``past_retention`` step).
+    simulation_retention_s = 600.0
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         return st.fixed_dictionaries(

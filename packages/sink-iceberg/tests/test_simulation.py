@@ -32,12 +32,14 @@ from hypothesis import find
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from iceberg_faults import CATALOG_KEYS, faulty_catalog
+from iceberg_foreign import iceberg_foreign_steps
 from iceberg_helpers import TABLE, load, read_pyiceberg
 
 from eosink.testing.arrow_data import COLUMN_TYPES, SCALAR_TYPES
 from eosink.testing.faultfs import ObjectStore, StoreFault
 from eosink.errors import ConfigurationError
 from eosink.testing.simulation import (
+    ForeignStep,
     HistorySpec,
     Predicate,
     Script,
@@ -118,6 +120,8 @@ class TestIcebergSimulation(SinkSimulation):
     simulation_partition_types = PARTITION_TYPES
     simulation_examples = 15
     simulation_wide_values = True
+    #: The catalog of each target made (its foreign steps act on its table).
+    catalogs: dict[int, dict[str, str]] = {}
     #: The sink under test (a test of the simulation's teeth swaps in a broken one).
     sink_class: type[IcebergSink] = IcebergSink
 
@@ -190,7 +194,7 @@ class TestIcebergSimulation(SinkSimulation):
             store.drop()
             shutil.rmtree(folder, ignore_errors=True)
 
-        return SimTarget(
+        target = SimTarget(
             sink=make_sink,
             read=lambda: read_pyiceberg(catalog),
             store=store,
@@ -198,6 +202,15 @@ class TestIcebergSimulation(SinkSimulation):
             close=close,
             filtered={"pyiceberg row_filter": lambda p: read_filtered(catalog, p)},
         )
+        self.catalogs[id(target)] = catalog
+        return target
+
+    def simulation_foreign_steps(
+        self, spec: HistorySpec, target: SimTarget
+    ) -> Mapping[str, ForeignStep]:
+        """pyiceberg appends, expires snapshots, tags and branches, adds a column and changes
+        the partition spec between any two steps (``iceberg_foreign``)."""
+        return iceberg_foreign_steps(spec, self.catalogs.pop(id(target)))
 
 
 def shrunk_755465918(kit: TestIcebergSimulation, low: int) -> Any:

@@ -34,7 +34,8 @@ def scratch_database(server: Any, prefix: str, options: str = "") -> Iterator[st
 def read_table(url: str, table: str) -> list[dict[str, Any]]:
     """Every row of ``table`` as dicts, by a plain SELECT; [] when the table does not exist."""
     schema, name = table.split(".") if "." in table else ("public", table)
-    with psycopg.connect(url, autocommit=True) as conn:
+    # UTF8 whatever the database's session default is (a history may set LATIN1 there)
+    with psycopg.connect(url, autocommit=True, client_encoding="UTF8") as conn:
         if conn.execute("SELECT to_regclass(%s)", (f"{schema}.{name}",)).fetchone()[0] is None:
             return []
         cur = conn.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, name)))

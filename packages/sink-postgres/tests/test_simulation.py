@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from decimal import Decimal
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
@@ -24,11 +25,13 @@ import pytest
 from eosink_postgres.sink import PostgresSink
 from hypothesis import strategies as st
 from pg_faults import FaultProxy
+from pg_foreign import postgres_foreign_steps, reset_encoding
 from pg_helpers import admin, read_table
 from psycopg import sql
 
 from eosink.testing.arrow_data import COLUMN_TYPES, ODD_STRINGS
 from eosink.testing.simulation import (
+    ForeignStep,
     HistorySpec,
     Predicate,
     Script,
@@ -67,7 +70,7 @@ def read_where(
         where = sql.SQL("{} BETWEEN %s AND %s").format(column)
         params = (predicate.value, predicate.high)
     query = sql.SQL("SELECT * FROM {} WHERE {}").format(sql.Identifier(schema, name), where)
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, client_encoding="UTF8") as conn:
         exists = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0]
         if exists is None:
             return []
@@ -81,6 +84,8 @@ class TestPostgresSimulation(SinkSimulation):
     simulation_examples = 6
     simulation_steps = 12
     simulation_wide_values = True
+    #: The database and table of each target made (its foreign steps act on them).
+    tables: dict[int, tuple[str, str]] = {}
     simulation_values = {
         "string": _text(),
         "struct": st.fixed_dictionaries({"a": st.integers(-5, 5), "b": _text()}),
@@ -103,13 +108,24 @@ class TestPostgresSimulation(SinkSimulation):
             with admin(database) as conn:
                 conn.execute(f"ALTER TABLE {table} DROP COLUMN id")
 
-        return SimTarget(
+        target = SimTarget(
             sink=lambda: PostgresSink(url=proxy.url, table=table, **spec.options),
             read=lambda: read_table(database, table),
             store=proxy,
             damage=damage,
             filtered={"SQL WHERE": lambda p: read_where(database, table, spec, p)},
+            close=lambda: reset_encoding(database),
         )
+        self.tables[id(target)] = (database, table)
+        return target
+
+    def simulation_foreign_steps(
+        self, spec: HistorySpec, target: SimTarget
+    ) -> Mapping[str, ForeignStep]:
+        """Another application's INSERT, ``VACUUM FULL``, a LATIN1 session default
+        (``pg_foreign``), on the table ``read`` reads."""
+        database, table = self.tables.pop(id(target))
+        return postgres_foreign_steps(spec, database, table)
 
 
 def test_seed_2248293131_a_real_read_back_as_text_is_the_float32_written(database: str) -> None:

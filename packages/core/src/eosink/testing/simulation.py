@@ -57,6 +57,12 @@ A sink's tests subclass :class:`SinkSimulation` and say how to make a fresh targ
                 filtered={"my reader": lambda predicate: my_reader_where(path, predicate)},
             )
 
+Between any two steps, other programs may act on the target
+(:meth:`SinkSimulation.simulation_foreign_steps`, :mod:`eosink.testing.simulation_foreign`):
+append rows of their own (the judge counts them: exactly once in every read after), run the
+store's maintenance (which must change nothing a reader sees), evolve or damage the table (a
+damage the sink must refuse clearly); and the clock may move past the store's retention.
+
 Values a history's own shape makes unrepresentable (a partition transform whose result the
 type cannot hold for its extremes) are left out by :meth:`SinkSimulation.simulation_values_of`;
 the sink's own tests check that it refuses them clearly. A reader that gives values as text
@@ -83,6 +89,12 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from eosink.testing.arrow_data import SCALAR_TYPES
 from eosink.testing.faultfs import OPS, StoreFault
+from eosink.testing.simulation_foreign import (
+    FOREIGN_WRITER,
+    ForeignHand,
+    ForeignOutcome,
+    ForeignStep,
+)
 from eosink.testing.simulation_history import History, WriterShapes
 from eosink.testing.simulation_model import (
     BATCH_SPAN,
@@ -134,6 +146,19 @@ class SinkSimulation:
     #: may jump and a zombie's abort may run late (the ``jump`` and ``abort_late`` steps).
     #: Off by default: the extra steps change every derandomized history of a kit.
     simulation_writer_shapes = False
+
+    #: The store's retention in seconds, where expiry or log cleanup may take what a slow
+    #: batch relies on (``None``: none); the ``past_retention`` step moves the clock past it.
+    simulation_retention_s: float | None = None
+
+    def simulation_foreign_steps(
+        self, spec: HistorySpec, target: SimTarget
+    ) -> Mapping[str, ForeignStep]:
+        """What other programs may do to ``target`` between any two steps of a history
+        (:mod:`eosink.testing.simulation_foreign`): name -> a function of a
+        :class:`ForeignHand` returning a :class:`ForeignOutcome` (rows it appended, or the
+        target damaged). The default: none."""
+        return {}
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         """Sink options drawn per history (e.g. small compaction intervals)."""
@@ -227,11 +252,15 @@ class SinkSimulation:
 __all__ = [
     "BATCH_SPAN",
     "EPOCH",
+    "FOREIGN_WRITER",
     "PARTITION_SPAN",
     "PHASE_POINTS",
     "WRITER_SPAN",
     "Attempt",
     "CrashPoints",
+    "ForeignHand",
+    "ForeignOutcome",
+    "ForeignStep",
     "History",
     "HistorySpec",
     "Predicate",

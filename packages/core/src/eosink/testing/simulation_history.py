@@ -26,6 +26,7 @@ from eosink.testing.arrow_data import record_batches, schemas
 from eosink.testing.faults import FaultPlugin, InjectedCrash
 from eosink.testing.faultfs import StoreFault
 from eosink.testing.local import LocalRunner
+from eosink.testing.simulation_foreign import ForeignHands
 from eosink.testing.simulation_judge import HistoryJudge
 from eosink.testing.simulation_model import (
     MAX_BATCH,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from eosink.testing.simulation import SinkSimulation
 
 
-class History(HistoryJudge, RuleBasedStateMachine):
+class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
     """One generated history against one target (see the module's docstring)."""
 
     kit: SinkSimulation

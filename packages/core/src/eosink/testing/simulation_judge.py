@@ -132,8 +132,9 @@ class HistoryJudge:
             expected = self._expected(*key)
             got = held.get(key, Counter())
             status = self.status.get(key)
-            writer_id = self.writers[key[0]].writer_id
-            own = self.spec.own_options(key[0])
+            foreign = key[0] >= len(self.writers)
+            writer_id = "foreign" if foreign else self.writers[key[0]].writer_id
+            own = None if foreign else self.spec.own_options(key[0])
             writer_id += f" (options {own})" if own else ""
             if got == expected or (not got and status != "committed"):
                 continue

@@ -150,6 +150,8 @@ class CrashPoints:
 
     seen: set[str] = attrs.field(factory=set)
     crash_at: str | None = None
+    #: Called first at every point reached (a foreign step armed inside the commit).
+    also: Callable[[str], None] | None = None
 
     @hookimpl(wrapper=True)
     def commit(self) -> Any:
@@ -161,6 +163,8 @@ class CrashPoints:
 
     def _reached(self, name: str) -> None:
         self.seen.add(name)
+        if self.also is not None:
+            self.also(name)
         if name == self.crash_at:
             self.crash_at = None
             raise InjectedCrash(f"inside commit at {name}")
