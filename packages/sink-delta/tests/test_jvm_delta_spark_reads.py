@@ -194,7 +194,9 @@ def reads(tables) -> dict[str, Any]:
         ]
         steps.append(Sql(" UNION ALL ".join(branches)))
         names.append(name)
-    for name, result in zip(names, run_reference(DELTA_SPARK_VERSION, ["delta"], steps, conf=DELTA_SESSION)):
+    for name, result in zip(
+        names, run_reference(DELTA_SPARK_VERSION, ["delta"], steps, conf=DELTA_SESSION)
+    ):
         for row in result.ok():
             out[name]["filtered"][row["q"]][2].append(row["id"])
     return out

@@ -148,7 +148,10 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
 
 #: Delta's error classes for a write whose rows break the table's constraints (Delta then
 #: commits nothing): a CHECK constraint, a NOT NULL column.
-CONSTRAINT_VIOLATIONS = ("DELTA_VIOLATE_CONSTRAINT_WITH_VALUES", "DELTA_NOT_NULL_CONSTRAINT_VIOLATED")
+CONSTRAINT_VIOLATIONS = (
+    "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES",
+    "DELTA_NOT_NULL_CONSTRAINT_VIOLATED",
+)
 _VIOLATION = re.compile(
     r"\[(?:" + "|".join(CONSTRAINT_VIOLATIONS) + r")\]\s*(.*?)(?:\n\s*at |\n\tat |$)", re.S
 )
