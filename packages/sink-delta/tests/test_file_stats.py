@@ -302,3 +302,43 @@ def test_a_struct_column_the_stream_lacks_reads_as_null(tmp_path):
         # Not polars: its scan fails on a file without the struct column, stats or none
         # ("expected `Struct`, got `u32` for series `s_nc`").
         assert counts == dict.fromkeys(counts, expected), where
+
+
+@pytest.mark.parametrize("row_group_rows", [None, 1], ids=["one row group", "row group per row"])
+def test_a_float_column_holding_nan_has_nan_as_its_max(tmp_path, row_group_rows):
+    """Found by Delta's own Spark connector (test_jvm_delta_spark_reads.py): Parquet footers
+    leave NaN out of a float column's min/max, but Spark orders NaN above every number, so with
+    the footer's max Delta's data skipping dropped the file for ``f = NaN`` and ``f > 5``
+    (0 rows of 1). Delta's Spark writer writes the max of a column holding NaN as "NaN"; so
+    does eosink now (a struct's field too); the min stays the least number."""
+    path = str(tmp_path / "t")
+    nan = float("nan")
+    batches = [
+        pa.record_batch(
+            {
+                "id": pa.array([1, 2], pa.int64()),
+                "f": pa.array([1.0, 2.0], pa.float64()),
+                "g": pa.array([0.5, None], pa.float32()),
+                "s": pa.array([{"x": 1.0}, {"x": 3.0}]),
+            }
+        ),
+        pa.record_batch(
+            {
+                "id": pa.array([3], pa.int64()),
+                "f": pa.array([nan], pa.float64()),
+                "g": pa.array([1.5], pa.float32()),
+                "s": pa.array([{"x": nan}]),
+            }
+        ),
+    ]
+    sink = DeltaSink(path=path) if row_group_rows is None else DeltaSink(path=path, row_group_rows=1)
+    assert one_task(sink, batches) == "committed"
+    (stats,) = stats_of(path)
+    if row_group_rows is None:
+        assert (stats["minValues"]["f"], stats["maxValues"]["f"]) == (1.0, "NaN")
+        assert (stats["minValues"]["s"]["x"], stats["maxValues"]["s"]["x"]) == (1.0, "NaN")
+    else:  # the row group of the NaN alone has no min/max in its footer: no bounds at all
+        assert "f" not in stats["minValues"] and "f" not in stats["maxValues"]
+        assert "x" not in stats["minValues"]["s"] and "x" not in stats["maxValues"]["s"]
+    assert (stats["minValues"]["g"], stats["maxValues"]["g"]) == (0.5, 1.5)
+    assert stats["nullCount"]["f"] == 0 and stats["nullCount"]["g"] == 1
