@@ -331,7 +331,9 @@ def test_a_float_column_holding_nan_has_nan_as_its_max(tmp_path, row_group_rows)
             }
         ),
     ]
-    sink = DeltaSink(path=path) if row_group_rows is None else DeltaSink(path=path, row_group_rows=1)
+    sink = (
+        DeltaSink(path=path) if row_group_rows is None else DeltaSink(path=path, row_group_rows=1)
+    )
     assert one_task(sink, batches) == "committed"
     (stats,) = stats_of(path)
     if row_group_rows is None:

@@ -108,11 +108,26 @@ def predicates(rows: list[dict[str, Any]], types: dict[str, str]) -> list[tuple[
             # Spark orders NaN above every number, and NaN = NaN holds: a reader skipping files
             # by bounds that leave NaN out loses these rows
             finite = [v for v in held if isinstance(v, (int, float))]
-            out.append((f"`{column}` = CAST('NaN' AS {spark_type})", {r["id"] for r in rows if r[column] == "NaN"}))
+            out.append(
+                (
+                    f"`{column}` = CAST('NaN' AS {spark_type})",
+                    {r["id"] for r in rows if r[column] == "NaN"},
+                )
+            )
             if finite:
                 top = max(finite)
                 above = {r["id"] for r in rows if r[column] == "NaN" or r[column] == "Infinity"}
-                out.append((f"`{column}` > {literal(top, spark_type)}", above | {r["id"] for r in rows if isinstance(r[column], (int, float)) and r[column] > top}))
+                out.append(
+                    (
+                        f"`{column}` > {literal(top, spark_type)}",
+                        above
+                        | {
+                            r["id"]
+                            for r in rows
+                            if isinstance(r[column], (int, float)) and r[column] > top
+                        },
+                    )
+                )
         if spark_type != "boolean" and len(held) > 2:
             low, high = ordered(held[1], spark_type), ordered(held[-2], spark_type)
             passes = {

@@ -35,6 +35,7 @@ from deltalake import DeltaTable, QueryBuilder
 from delta_foreign import delta_foreign_steps
 from deltalake.exceptions import TableNotFoundError
 from eosink_delta.sink import DeltaSink
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from eosink.testing.arrow_data import COLUMN_TYPES
@@ -206,7 +207,9 @@ class TestDeltaSimulation(DeltaHistories):
     strict=True,
     reason="issue 34 finding 2: a float column holding an infinity gets no bounds (JSON has "
     "none), which delta-rs' pyarrow dataset reads as col >= null: WHERE c0_float32 = -inf reads "
-    "0 of 1 row (delta-rs' own writer's null bounds read the same)",
+    "0 of 1 row (delta-rs' own writer's null bounds read the same); and a timestamp in the "
+    "last millisecond of year 9999 fails the batch (OverflowError: the max rounded up a "
+    "millisecond)",
 )
 class TestDeltaFilteredSimulation(TestDeltaSimulation):
     """Histories whose judge also reads with filters (delta-rs' pyarrow dataset, which skips
@@ -224,6 +227,14 @@ class TestDeltaFilteredSimulation(TestDeltaSimulation):
         missing bounds this class is marked for."""
         self.paths.pop(id(target), None)
         return {}
+
+    def simulation_settings(self) -> settings:
+        """Without shrinking: the history it fails on is known (the xfail's reason), and
+        shrinking it took most of the class's minutes in CI."""
+        return settings(
+            self_settings := super().simulation_settings(),
+            phases=[p for p in self_settings.phases if p is not Phase.shrink],
+        )
 
 
 #: delta-rs retries a failed request quickly here, so that a history stays fast.

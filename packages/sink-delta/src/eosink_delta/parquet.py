@@ -248,7 +248,9 @@ def float_columns(schema: pa.Schema) -> list[str]:
     """The top-level columns holding floats (in a struct too)."""
 
     def has_float(t: pa.DataType) -> bool:
-        return pa.types.is_floating(t) or (pa.types.is_struct(t) and any(has_float(f.type) for f in t))
+        return pa.types.is_floating(t) or (
+            pa.types.is_struct(t) and any(has_float(f.type) for f in t)
+        )
 
     return [f.name for f in schema if has_float(f.type)]
 
