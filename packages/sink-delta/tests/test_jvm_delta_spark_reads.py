@@ -87,7 +87,8 @@ def ordered(value: Any, spark_type: str) -> Any:
 
 def predicates(rows: list[dict[str, Any]], types: dict[str, str]) -> list[tuple[str, Any]]:
     """(SQL predicate, the rows' ids it passes) for each column: equal to a held value, IS
-    NULL, between two held values."""
+    NULL, between two held values; and for a float column holding NaN, ``= NaN`` and ``>`` its
+    greatest number (:data:`NAN_PREDICATES`)."""
     out = []
     for column, spark_type in types.items():
         held = sorted(
@@ -114,6 +115,7 @@ def predicates(rows: list[dict[str, Any]], types: dict[str, str]) -> list[tuple[
                     {r["id"] for r in rows if r[column] == "NaN"},
                 )
             )
+            NAN_PREDICATES.add(out[-1][0])
             if finite:
                 top = max(finite)
                 above = {r["id"] for r in rows if r[column] == "NaN" or r[column] == "Infinity"}
@@ -128,6 +130,7 @@ def predicates(rows: list[dict[str, Any]], types: dict[str, str]) -> list[tuple[
                         },
                     )
                 )
+                NAN_PREDICATES.add(out[-1][0])
         if spark_type != "boolean" and len(held) > 2:
             low, high = ordered(held[1], spark_type), ordered(held[-2], spark_type)
             passes = {
@@ -142,6 +145,9 @@ def predicates(rows: list[dict[str, Any]], types: dict[str, str]) -> list[tuple[
             out.append((sql, passes))
     return out
 
+
+#: The predicates whose answer depends on NaN (Spark orders NaN above every number).
+NAN_PREDICATES: set[str] = set()
 
 #: The columns filtered on, by table, with their Spark types.
 PARTITIONED = {"id": "bigint", "x": "double", "at": "timestamp", "s": "string", "p": "string"}
@@ -265,12 +271,32 @@ def test_complete_mode_holds_the_last_batch_only(reads):
     assert ids == sorted(r["id"] for r in wide_batch(2).to_pylist())
 
 
-@pytest.mark.parametrize("name", ["partitioned", "wide", "maintained"])
-def test_filtered_reads_return_the_rows_the_whole_read_passes(reads, name):
+def wrong_reads(reads: dict[str, Any], name: str, nan: bool) -> list[str]:
     wrong = []
     for sql, passes, ids in reads[name]["filtered"]:
+        if (sql in NAN_PREDICATES) != nan:
+            continue
         got = sorted(ids)
         if got != sorted(passes):
             wrong.append(f"{sql}: {len(got)} rows, the whole read passes {len(passes)}")
+    return wrong
+
+
+@pytest.mark.parametrize("name", ["partitioned", "wide", "maintained"])
+def test_filtered_reads_return_the_rows_the_whole_read_passes(reads, name):
+    wrong = wrong_reads(reads, name, nan=False)
     assert not wrong, "\n".join(wrong)
     assert len(reads[name]["filtered"]) >= 2 * len(PARTITIONED)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a float column holding NaN: Parquet footers leave NaN out of min/max and Spark "
+    "orders NaN above every number, so Delta's reader skips the file for `f = NaN` and "
+    '`f > max` (0 rows of 1); a max of "NaN", as Delta\'s own writer writes it, did not help '
+    "either (in CI); leaving the bounds out fixes Delta's reader but makes delta-rs' pyarrow "
+    "dataset skip the file for every filter (issue 36)",
+)
+def test_filtered_reads_of_nan_return_the_rows_the_whole_read_passes(reads):
+    wrong = wrong_reads(reads, "wide", nan=True)
+    assert not wrong, "\n".join(wrong)

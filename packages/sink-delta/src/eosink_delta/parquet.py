@@ -13,7 +13,7 @@ import decimal
 import json
 import math
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -225,36 +225,6 @@ def _field_data(column: Any, fields: tuple[str, ...]) -> Any:
     return column
 
 
-def nan_paths(data: Any) -> set[tuple[str, ...]]:
-    """The float columns of ``data`` (a table or record batch; a struct's fields by their
-    path) holding a NaN."""
-    import pyarrow.compute as pc
-
-    found: set[tuple[str, ...]] = set()
-
-    def walk(column: Any, t: pa.DataType, path: tuple[str, ...]) -> None:
-        if pa.types.is_struct(t):
-            for f in t:
-                walk(pc.struct_field(column, f.name), f.type, (*path, f.name))
-        elif pa.types.is_floating(t) and pc.any(pc.is_nan(column)).as_py():
-            found.add(path)
-
-    for field in data.schema:
-        walk(data.column(field.name), field.type, (field.name,))
-    return found
-
-
-def float_columns(schema: pa.Schema) -> list[str]:
-    """The top-level columns holding floats (in a struct too)."""
-
-    def has_float(t: pa.DataType) -> bool:
-        return pa.types.is_floating(t) or (
-            pa.types.is_struct(t) and any(has_float(f.type) for f in t)
-        )
-
-    return [f.name for f in schema if has_float(f.type)]
-
-
 @attrs.define
 class _Stats:
     """The nested dicts of one struct level (the file's top level the outermost)."""
@@ -271,7 +241,6 @@ def _describe(
     gathered: dict[tuple[str, ...], _ColumnStats],
     read_column: Callable[[str], Any] | None,
     out: _Stats,
-    holds_nan: Collection[tuple[str, ...]] = (),
 ) -> bool:
     """Puts column ``name``'s stats into ``out``; True when it has a type with bounds (a
     struct: a field of one), whose bounds then go in, as an empty object if none is known:
@@ -281,9 +250,7 @@ def _describe(
         inner = _Stats()
         bounded = False
         for f in t:
-            bounded |= _describe(
-                f.name, f.type, (*path, f.name), gathered, read_column, inner, holds_nan
-            )
+            bounded |= _describe(f.name, f.type, (*path, f.name), gathered, read_column, inner)
         if inner.nulls:
             out.nulls[name] = inner.nulls
         if bounded:
@@ -305,11 +272,6 @@ def _describe(
             lo, hi = _from_data(_field_data(read_column(path[0]), path[1:]))
     if lo is None or hi is None:
         return True
-    if path in holds_nan:
-        # Parquet leaves NaN out of min/max; Spark orders NaN above every number, and Delta's
-        # Spark writer writes the max of a column holding one as "NaN". With the footer's max,
-        # Delta's Spark reader skipped the file for `f = NaN` and `f > x`.
-        hi = "NaN"
     if isinstance(lo, str):
         lo, hi = truncated_min(lo), truncated_max(hi)
     elif isinstance(lo, dt.datetime):
@@ -328,7 +290,6 @@ def file_stats(
     *,
     missing: tuple[tuple[str, str], ...] = (),
     read_column: Callable[[str], Any] | None = None,
-    holds_nan: Collection[tuple[str, ...]] = (),
 ) -> dict[str, Any]:
     """numRecords, nullCount and minValues/maxValues of a Parquet file, from its footer.
 
@@ -340,12 +301,11 @@ def file_stats(
     count and bounds. ``missing``: the table's columns the file does not hold (name, Delta
     type as JSON), counted as all null, as delta-rs' writer counts them (no nullCount reads
     as "unknown", no bound as ``col >= null`` in delta-rs' pyarrow dataset, where a filtered
-    read then skips the file). ``holds_nan``: the float columns (leaf paths, :func:`nan_paths`)
-    holding a NaN, which get no bounds."""
+    read then skips the file)."""
     gathered = _gather(metadata, schema)
     out = _Stats()
     for field in schema:
-        _describe(field.name, field.type, (field.name,), gathered, read_column, out, holds_nan)
+        _describe(field.name, field.type, (field.name,), gathered, read_column, out)
     for name, type_json in missing:
         type_ = json.loads(type_json)
         out.nulls[name] = _all_null(type_, rows)
@@ -412,7 +372,6 @@ class _OpenFile:
     pending: list[pa.RecordBatch] = attrs.field(factory=list)
     pending_rows: int = 0
     rows: int = 0
-    holds_nan: set[tuple[str, ...]] = attrs.field(factory=set)
 
 
 @attrs.define
@@ -483,10 +442,7 @@ class PartitionWriter:
 
     def flush(self, f: _OpenFile) -> None:
         if f.pending:
-            table = pa.Table.from_batches(f.pending, schema=self.plan.data_schema)
-            if self.stats:
-                f.holds_nan |= nan_paths(table)
-            f.writer.write_table(table)
+            f.writer.write_table(pa.Table.from_batches(f.pending, schema=self.plan.data_schema))
             f.rows += f.pending_rows
             f.pending, f.pending_rows = [], 0
 
@@ -506,7 +462,6 @@ class PartitionWriter:
                 read_column=lambda name: pq.read_table(
                     self.fs.open_input_file(path), columns=[name]
                 ).column(name),
-                holds_nan=f.holds_nan,
             )
         return DeltaFile(
             path=f.relative,

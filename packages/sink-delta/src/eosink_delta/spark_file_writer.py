@@ -33,14 +33,7 @@ from eosink.plugin import ConfigurationError
 from eosink.spark import is_classic, stage_dataframe
 from eosink.spark.executors import arrow_schema
 from eosink_delta.options import DeltaOptions
-from eosink_delta.parquet import (
-    DeltaFile,
-    DeltaMessage,
-    file_stats,
-    float_columns,
-    nan_paths,
-    stats_json,
-)
+from eosink_delta.parquet import DeltaFile, DeltaMessage, file_stats, stats_json
 from eosink_delta.schema import WritePlan, normalize_schema, not_null_error
 from eosink_delta.table import HIVE_NULL, partition_dir
 
@@ -159,12 +152,6 @@ def stage(
     return DeltaMessage(files=tuple(moved), rows=staged.rows)
 
 
-def _nan_paths_of(path: str, schema: Any) -> set[tuple[str, ...]]:
-    """The float columns of a staged file holding a NaN (read back: the file is local)."""
-    columns = float_columns(schema)
-    return nan_paths(pq.read_table(path, columns=columns)) if columns else set()
-
-
 def _described(
     uri: str, relative: str, values: dict[str, str | None], plan: WritePlan, options: DeltaOptions
 ) -> DeltaFile:
@@ -181,7 +168,6 @@ def _described(
             missing=plan.missing,
             # parquet-mr drops the min/max of a value over 4 KiB too
             read_column=lambda name: pq.read_table(path, columns=[name]).column(name),
-            holds_nan=_nan_paths_of(path, plan.data_schema),
         )
     st = os.stat(path)
     return DeltaFile(
