@@ -26,7 +26,7 @@ def test_query_killed_mid_batch_and_restarted(tmp_path, door):
         sink="delta", door=door, sink_options={"path": table}, source_options={"path": table}
     )
     with QueryProcesses(tmp_path) as queries:
-        queries.kill_mid_batch(job, timeout_s=180)
+        queries.kill_mid_batch(job)
         assert txns(table) == [("orders", 0), ("orders", 1)]
         on_disk_before = {
             n for _, _, names in os.walk(table) for n in names if n.endswith(".parquet")
