@@ -44,6 +44,7 @@ def test_the_hooks_exist():
         "write_dataframe",
         "commit",
         "abort",
+        "upsert_key",
         # operator hooks, for the eosink command
         "target_status",
         "verify_target",
@@ -79,7 +80,12 @@ def test_the_hooks_page_is_generated_from_the_hookspecs():
 
 
 def test_every_hook_is_in_exactly_one_group():
-    groups = hookspecs.BATCH_HOOKS + hookspecs.DATAFRAME_HOOKS + hookspecs.OPERATOR_HOOKS
+    groups = (
+        hookspecs.BATCH_HOOKS
+        + hookspecs.DATAFRAME_HOOKS
+        + hookspecs.KEY_HOOKS
+        + hookspecs.OPERATOR_HOOKS
+    )
     assert sorted(groups) == sorted(specs())
 
 

@@ -1,5 +1,6 @@
-"""The contract between the eosink core and a sink: nine pluggy hooks, five for every batch, an
-optional sixth that stages a batch with Spark's writers, and three optional operator hooks.
+"""The contract between the eosink core and a sink: ten pluggy hooks, five for every batch, an
+optional sixth that stages a batch with Spark's writers, an optional seventh that says the sink
+replaces rows by a key, and three optional operator hooks.
 
 These docstrings are the one source of the contract's prose: ``docs/hooks.md`` is generated
 from them (``packages/core/tests/hooks_doc.py``), and a test fails when the two differ.
@@ -59,6 +60,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 BATCH_HOOKS = ("is_committed", "init", "write", "commit", "abort")
 #: Optional: the whole batch staged with Spark's own writers instead of ``write``.
 DATAFRAME_HOOKS = ("write_dataframe",)
+#: Optional: the key a sink replaces rows by (keyed upserts, Spark's ``update`` output mode).
+KEY_HOOKS = ("upsert_key",)
 #: Optional: what the ``eosink`` command's ``status``, ``verify`` and ``cleanup`` ask a sink.
 OPERATOR_HOOKS = ("target_status", "verify_target", "cleanup_target")
 
@@ -200,6 +203,30 @@ def abort(ctx: BatchContext, state: Any, messages: list[Any]) -> None:
     Must never delete or change anything a commit published: an attempt's staged objects that
     no proof references are the only things it may remove. Leftovers it cannot remove are
     orphans that the sink's cleanup removes later.
+    """
+
+
+@hookspec(firstresult=True)
+def upsert_key() -> tuple[str, ...] | None:
+    """The columns by which the sink replaces rows, or ``None`` when it appends.
+
+    Runs on the driver when a front door starts (once per sink, before any batch).
+
+    A keyed sink upserts: after batch N commits, the target holds, for each key, the row of the
+    latest committed batch that carried that key (replace, never accumulate: a replayed batch
+    writes the same rows again over themselves, and the proof skips it anyway). That is what
+    Spark's ``outputMode("update")`` needs, whose batches hold the changed rows of the result
+    table: the core accepts that output mode only when every sink of the query returns a key
+    here, and refuses it otherwise, naming the sink option that makes it keyed (``mode="upsert"``
+    with ``key``). Rows of one batch with the same key must be refused by the sink, naming the
+    key (or reduced by an ordering the user named): which one would win is otherwise Spark's
+    partitioning, not the user's query.
+
+    Guarantees: the key is the same for every batch of the sink's life, and its commit
+    publishes the replaced rows, the new rows and the proof in one atomic step.
+
+    Must never return a key the sink does not replace rows by: the core would let an
+    update-mode query append changed rows beside their older versions.
     """
 
 
