@@ -150,6 +150,29 @@ def test_foreach_batch_refuses_an_output_mode_it_would_duplicate(spark, tmp_path
         assert held == [(0, 267), (1, 267), (2, 266)]
 
 
+def test_the_data_source_door_takes_no_update_mode(spark, tmp_path):
+    """Spark's Python data sources write append and complete only (``PythonWriteBuilder``
+    has no update-as-append): Spark refuses an update-mode query before eosink's writer is
+    asked, so eosink cannot name its fix there; the README does (foreachBatch with a keyed
+    sink). If Spark starts taking update mode here, this fails: then eosink must refuse it for
+    sinks without a key itself."""
+    write_source(str(tmp_path / "in"))
+    eosink.register_data_sources(spark)
+    query = (
+        grouped_counts(spark, tmp_path / "in")
+        .writeStream.format("eosink-sqlite")
+        .option("writerId", "counts")
+        .option("path", str(tmp_path / "out.db"))
+        .outputMode("update")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(StreamingQueryException, match="does not support Update mode"):
+        query.awaitTermination()
+    assert not (tmp_path / "out.db").exists() or read_rows(str(tmp_path / "out.db")) == []
+
+
 def test_data_sources_carry_the_sessions_object_store_settings(spark):
     """``register`` reads the session's Hadoop settings (where a job may set ``fs.s3a.*`` at
     run time) into the data source it registers: the workers that read the checkpoint have no

@@ -4,7 +4,8 @@ judged by plain SQL (``SELECT * FROM target`` over psycopg), never by the sink's
 Each history writes a fresh table of one database on the session's server; what a history
 draws besides the kit's dimensions (writers, crashes at every protocol point, zombies, commits
 from fresh workers, cleanup, the clock): the sink's mode (append, or upsert keyed by the
-source row's id, on a table the sink makes with that primary key), and store faults: the
+kit's key column, whose values later batches carry again, on a table the sink makes with that
+primary key), and store faults: the
 connection to the server cut before a statement reaches it, or after the server carried it
 out and before its reply arrives (a lost COMMIT reply among them), by the loopback proxy of
 :mod:`pg_faults`. The damage a careless user does: a column dropped by hand. The judge also
@@ -84,6 +85,7 @@ class TestPostgresSimulation(SinkSimulation):
     simulation_examples = 6
     simulation_steps = 12
     simulation_wide_values = True
+    simulation_upsert_key = "key_int64"
     #: The database and table of each target made (its foreign steps act on them).
     tables: dict[int, tuple[str, str]] = {}
     simulation_values = {
@@ -92,7 +94,7 @@ class TestPostgresSimulation(SinkSimulation):
     }
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
-        return st.sampled_from([{}, {"mode": "upsert", "key": "id"}])
+        return st.sampled_from([{}, {"mode": "upsert", "key": "key_int64"}])
 
     @pytest.fixture
     def simulation_env(self, database: str) -> Any:

@@ -81,3 +81,9 @@ def plugin_manager(sink_instance: Any, plugins: Iterable[Any] = ()) -> pluggy.Pl
     for plugin in plugins:
         pm.register(plugin)
     return pm
+
+
+def upsert_key(sink_instance: Any) -> tuple[str, ...] | None:
+    """The key ``sink_instance`` replaces rows by (its ``upsert_key`` hook), or ``None``."""
+    key = plugin_manager(sink_instance).hook.upsert_key()
+    return tuple(key) if key else None

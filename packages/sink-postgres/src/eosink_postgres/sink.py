@@ -148,6 +148,11 @@ class PostgresSink(PostgresOperatorHooks, Sink):
 
     # -- driver ----------------------------------------------------------------------------
     @hookimpl
+    def upsert_key(self) -> tuple[str, ...] | None:
+        """``mode=upsert`` replaces rows by ``key``: Spark's update output mode may write here."""
+        return self.options.key if self.options.mode == "upsert" else None
+
+    @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         with self.connect(autocommit=True) as conn:
             oid = store.target_oid(conn, self.options)

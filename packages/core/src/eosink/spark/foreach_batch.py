@@ -17,6 +17,7 @@ from eosink.logs import get_logger
 from eosink.errors import ConfigurationError, MissingWriterIdError
 from eosink.model import BatchContext, BatchOutcome, OutputMode
 from eosink.protocol import FingerprintMode, run_batch
+from eosink.registry import upsert_key
 from eosink.spark.checkpoint import hadoop_storage_options, query_id_of, spark_store_settings
 from eosink.spark.executor_env import check_executors
 from eosink.spark.executors import arrow_schema, spark_run_writes
@@ -100,8 +101,15 @@ def _find_query(spark: Any, query_id: str) -> Any:
     return None
 
 
-def check_output_mode(query_mode: str | None, mode: OutputMode) -> None:
-    """Refuse an output mode whose batches the sink's ``mode`` would duplicate or lose."""
+def check_output_mode(query_mode: str | None, mode: OutputMode, keyed: bool = False) -> None:
+    """Refuse an output mode whose batches the sinks would duplicate or lose.
+
+    ``keyed``: every sink replaces rows by a key (its ``upsert_key``). Spark's ``update`` mode
+    needs exactly that: its batches hold the changed rows of the result table, which a keyed
+    sink puts in place of the rows they change.
+    """
+    if query_mode == "update" and keyed and mode == "append":
+        return
     if query_mode is None or query_mode == mode:
         return
     if query_mode == "complete":
@@ -113,9 +121,11 @@ def check_output_mode(query_mode: str | None, mode: OutputMode) -> None:
     elif query_mode == "update":
         why = (
             "every batch holds the changed rows of the result table: appended, older versions "
-            "of a row stay; replacing the target with them loses the unchanged rows. Use "
-            "outputMode('complete') with foreach_batch(..., mode='complete'), or "
-            "outputMode('append')"
+            "of a row stay; replacing the target with them loses the unchanged rows. Write "
+            "them into sinks keyed by the result's key, which replace each changed row (e.g. "
+            "sink('postgres', ..., mode='upsert', key=[...]): each sink's README says whether "
+            "it upserts); or use outputMode('complete') with foreach_batch(..., "
+            "mode='complete'), or outputMode('append')"
         )
     else:
         why = (
@@ -123,9 +133,29 @@ def check_output_mode(query_mode: str | None, mode: OutputMode) -> None:
             "with them (earlier batches are lost). Use mode='append', or outputMode('complete')"
         )
     raise ConfigurationError(
-        f"the query runs with outputMode('{query_mode}') but eosink writes with mode={mode!r}: "
-        f"{why}."
+        f"the query runs with outputMode('{query_mode}') but eosink writes with mode={mode!r}"
+        f"{' into sinks without a key' if query_mode == 'update' else ''}: {why}."
     )
+
+
+def check_keys(sinks: tuple[Any, ...], mode: OutputMode) -> bool:
+    """Whether every sink is keyed (an ``update`` query needs that); refuse
+    ``mode='complete'`` with a keyed sink.
+
+    A keyed sink replaces the rows of the keys a batch carries and keeps every other key: a
+    complete-mode batch is the whole result, whose vanished keys an upsert would keep. Keyed
+    and plain sinks may share an append query (a change feed upserted into one table and
+    appended to a log beside it).
+    """
+    keys = {sink.name: upsert_key(sink) for sink in sinks}
+    keyed = [name for name, key in keys.items() if key]
+    if keyed and mode == "complete":
+        raise ConfigurationError(
+            f"sink {keyed[0]} upserts by key {keys[keyed[0]]}, and mode='complete' replaces "
+            "the target's whole content with each batch: choose one (drop the sink's key for "
+            "complete mode, or use outputMode('update') with the key)"
+        )
+    return len(keyed) == len(sinks)
 
 
 @attrs.define
@@ -143,12 +173,14 @@ class ForeachBatchWriter:
     #: The most recent outcomes (bounded: a stream runs for ever), and counts of all of them.
     outcomes: deque[BatchOutcome] = attrs.field(factory=lambda: deque(maxlen=1000))
     counts: dict[str, int] = attrs.field(factory=lambda: {"committed": 0, "skipped": 0})
+    #: every sink replaces rows by a key (:func:`check_keys`)
+    keyed: bool = False
 
     def __call__(self, df: Any, batch_id: int) -> None:
         query = running_query(df)
         if query.connect:
             query = declared_query(self.checkpoint, self.writer_id, df.sparkSession)
-        check_output_mode(query.output_mode, self.mode)
+        check_output_mode(query.output_mode, self.mode, self.keyed)
         check_executors(df.sparkSession, self.sinks)  # after the cheap checks of the query
         schema = arrow_schema(df)
         fan_out = len(self.sinks) > 1
@@ -218,18 +250,21 @@ def foreach_batch(
     ``writer_id`` is required and must stay the same across restarts of the query: the skip
     rule is "batch <= last committed batch of this writer". ``mode="complete"`` replaces the
     target's content with each batch (for sinks that support it); it must match the query's
-    ``outputMode`` ("append" or "complete"), which classic Spark lets eosink check (an
-    ``update`` query is refused). Spark Connect does not tell the output mode: there the
+    ``outputMode`` ("append" or "complete"), which classic Spark lets eosink check. An
+    ``update`` query is accepted when every sink is keyed (``mode="upsert"`` with ``key``:
+    each batch's changed rows replace the rows of their keys) and refused otherwise. Spark Connect does not tell the output mode: there the
     ``mode`` given here is trusted. Nor does it tell the query's id, which eosink records with
     every proof to refuse a new checkpoint pointed at old output: on Connect pass
     ``checkpoint=`` (the query's ``checkpointLocation``), where eosink reads the id.
     ``fingerprint="error"`` (or ``"warn"``) stores a row count and hash with each proof and
     checks replays against it.
     """
+    checked = _checked(sinks, writer_id)
     return ForeachBatchWriter(
-        sinks=_checked(sinks, writer_id),
+        sinks=checked,
         writer_id=str(writer_id),
         mode=mode,
+        keyed=check_keys(checked, mode),
         fingerprint=fingerprint,
         plugins=tuple(plugins),
         executor_plugins=tuple(executor_plugins),
@@ -254,6 +289,7 @@ def write_batch(
     driver's phases, ``executor_plugins`` (picklable) every write task, as in ``foreach_batch``.
     """
     sinks = _checked(sinks, writer_id)
+    check_keys(sinks, mode)
     if version is None or int(version) < 0:
         raise ConfigurationError(
             "write_batch needs version=<non-negative int>: the number that orders this job's "

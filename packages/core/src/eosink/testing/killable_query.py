@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from eosink.testing.replay import CRASH_ID, SCHEMA, json_stream
+from eosink.testing.replay import CRASH_ID, SCHEMA, grouped_totals, json_stream
 
 Door = Literal["foreach_batch", "data_source"]
 
@@ -31,7 +31,9 @@ class QueryJob:
     The source is the JSON folder ``<work>/in`` with ``schema``, unless ``stream`` names a
     ``module:function`` that builds the streaming DataFrame from ``(spark, job)``; ``params``
     is free for that function. A row stalls when it holds every value of ``stall`` for the
-    columns the batch has.
+    columns the batch has. ``totals``: the JSON source aggregated by
+    :func:`~eosink.testing.replay.grouped_totals` instead, written with ``output_mode``
+    ``update`` (into a keyed sink).
     """
 
     sink: str
@@ -43,6 +45,8 @@ class QueryJob:
     stall: dict[str, Any] = attrs.field(factory=lambda: {"id": CRASH_ID})
     stream: str | None = None
     params: dict[str, Any] = attrs.field(factory=dict)
+    totals: bool = False
+    output_mode: str = "append"
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self))
@@ -78,6 +82,8 @@ def stall_while_armed(work: str, stall: dict[str, Any]):
 
 
 def source(spark: Any, work: str, job: QueryJob) -> Any:
+    if job.totals:
+        return grouped_totals(spark, os.path.join(work, "in"), schema=job.schema)
     if job.stream is None:
         return json_stream(spark, os.path.join(work, "in"), schema=job.schema)
     module, _, function = job.stream.partition(":")
@@ -109,6 +115,7 @@ def main(job_file: str) -> None:
     df = df.mapInArrow(stall_while_armed(work, job.stall), df.schema)
     query = (
         writer(df, spark, job)
+        .outputMode(job.output_mode)
         .option("checkpointLocation", os.path.join(work, "ckpt"))
         .trigger(availableNow=True)
         .start()

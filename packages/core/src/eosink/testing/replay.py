@@ -98,6 +98,33 @@ def grouped_counts(
     )
 
 
+def grouped_totals(
+    spark: Any, folder: str | os.PathLike[str], *, schema: str = SCHEMA, key: str = "user_id"
+) -> Any:
+    """The streaming aggregation a keyed sink takes in ``update`` mode, one file per batch:
+    per ``id % 7`` (column ``key``), the rows counted, their ids summed and the greatest
+    name; every batch changes every key's row."""
+    from pyspark.sql import functions as F
+
+    return (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+        .groupBy((F.col("id") % 7).alias(key))
+        .agg(F.count("*").alias("n"), F.sum("id").alias("total"), F.max("name").alias("last"))
+    )
+
+
+def totals_of(rows: list[dict[str, Any]], *, key: str = "user_id") -> dict[int, tuple]:
+    """:func:`grouped_totals` computed once over ``rows`` (the source's records): key ->
+    (count, sum of ids, greatest name)."""
+    out: dict[int, tuple] = {}
+    for row in rows:
+        n, total, last = out.get(row["id"] % 7, (0, 0, ""))
+        out[row["id"] % 7] = (n + 1, total + row["id"], max(last, row["name"]))
+    return out
+
+
 def arm(marker: str | os.PathLike[str]) -> str:
     """Create the marker file that arms :func:`crash_once`; returns its path."""
     open(marker, "w").close()

@@ -35,6 +35,11 @@ columns: strings over 32 characters and over 4 KiB, U+2028/U+2029/U+0085, the ti
 years 1 and 9999 (and every kit gets ``decimal_fine``, a decimal of scale 10, zero among its
 values).
 
+A keyed sink (``simulation_upsert_key``, :mod:`eosink.testing.simulation_keyed`) is judged
+by what a replace-by-key table holds: per key, the row of the latest visible batch that
+carried it, each key once; batches meet on keys, replays and zombies must not bring an older
+row back, and two writers upsert keys of their own.
+
 After every step the independent reader (the subclass's, never the sink's own) must see every
 batch that reported success exactly once, every batch in doubt (a crash, a lost reply) wholly
 or not at all, and nothing else. Audits ask ``is_committed`` from a fresh process: a proof
@@ -146,6 +151,13 @@ class SinkSimulation:
     #: may jump and a zombie's abort may run late (the ``jump`` and ``abort_late`` steps).
     #: Off by default: the extra steps change every derandomized history of a kit.
     simulation_writer_shapes = False
+
+    #: The column a keyed sink of this kit upserts by (:mod:`eosink.testing.simulation_keyed`):
+    #: every history's schema gets it (int64, after ``id``), batches carry keys that meet
+    #: earlier batches' keys, and where the sink built from a history's options is keyed by it
+    #: (its ``upsert_key`` hook; e.g. options drawn with ``mode="upsert", key=<it>``), the
+    #: judge expects per key the latest visible batch's row. ``None``: no key column.
+    simulation_upsert_key: str | None = None
 
     #: The store's retention in seconds, where expiry or log cleanup may take what a slow
     #: batch relies on (``None``: none); the ``past_retention`` step moves the clock past it.

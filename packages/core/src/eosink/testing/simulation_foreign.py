@@ -41,6 +41,7 @@ from eosink.errors import EosinkError
 from eosink.process import simulated_process
 from eosink.protocol import run_batch
 from eosink.testing.arrow_data import record_batches
+from eosink.testing.simulation_keyed import set_column
 from eosink.testing.simulation_model import row_id
 
 if TYPE_CHECKING:
@@ -104,6 +105,9 @@ class ForeignHand:
             ),
             label="foreign rows",
         )
+        key = self._kit.simulation_upsert_key
+        if key:  # a key no stream batch carries (theirs are small: simulation_keyed.KEYS)
+            batch = set_column(batch, key, ids)
         return pa.Table.from_batches([batch])
 
 

@@ -21,13 +21,14 @@ from eosink.errors import EosinkError
 from eosink.model import BatchContext
 from eosink.process import forget_process, simulated_process
 from eosink.protocol import WriteTask, abort_quietly, driver_plugins, finish, prepare, run_batch
-from eosink.registry import plugin_manager
+from eosink.registry import plugin_manager, upsert_key
 from eosink.testing.arrow_data import record_batches, schemas
 from eosink.testing.faults import FaultPlugin, InjectedCrash
 from eosink.testing.faultfs import StoreFault
 from eosink.testing.local import LocalRunner
 from eosink.testing.simulation_foreign import ForeignHands
 from eosink.testing.simulation_judge import HistoryJudge
+from eosink.testing.simulation_keyed import batch_keys, set_column, with_key_column
 from eosink.testing.simulation_model import (
     MAX_BATCH,
     PHASE_POINTS,
@@ -61,6 +62,7 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
         self.data: dict[tuple[int, int], list[list[pa.RecordBatch]]] = {}
         self.status: dict[tuple[int, int], str] = {}  # "committed" or "maybe"
         self.damaged = False
+        self.keyed = False
         self.workers = itertools.count()
         self.stats: Counter[str] = Counter()
 
@@ -71,6 +73,8 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
         schema, partition_by = data.draw(
             schemas(kit.simulation_types, kit.simulation_partition_types), label="schema"
         )
+        if kit.simulation_upsert_key:
+            schema = with_key_column(schema, kit.simulation_upsert_key)
         spec = HistorySpec(
             schema=schema,
             partition_by=partition_by,
@@ -93,6 +97,7 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             for i in range(spec.writers)
         ]
         self.target = kit.simulation_target(spec, self.env)
+        self.keyed = self._keyed()
 
     def teardown(self) -> None:
         try:
@@ -387,6 +392,20 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             checkpoint=f"/checkpoints/{writer.writer_id}",
         )
 
+    def _keyed(self) -> bool:
+        """Whether the history's sink replaces rows by the kit's key column (its
+        ``upsert_key``); a sink keyed by anything else cannot be judged here."""
+        key = upsert_key(self.target.make_sink(self.spec.sink_options(0)))
+        if key is None:
+            return False
+        if key != (self.kit.simulation_upsert_key,):
+            raise AssertionError(
+                f"the sink upserts by {key}: the kit judges keyed sinks by its key column, "
+                f"simulation_upsert_key ({self.kit.simulation_upsert_key!r}); key the sink's "
+                "options by it"
+            )
+        return True
+
     def _batch_data(self, data: st.DataObject | None, writer: Writer) -> list[list[pa.RecordBatch]]:
         """The batch's partitions as the sink gets them (:meth:`SinkSimulation.simulation_batch`):
         drawn at its first attempt, the same on every replay."""
@@ -404,6 +423,12 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
                     partition_by=self.spec.partition_by,
                 )
                 partitions.append([data.draw(rows, label="rows")])
+            if self.kit.simulation_upsert_key and sizes:
+                keys = iter(data.draw(batch_keys(writer.index, sum(sizes)), label="keys"))
+                partitions = [
+                    [set_column(b, self.kit.simulation_upsert_key, [next(keys) for _ in range(n)])]
+                    for (b,), n in zip(partitions, sizes)
+                ]
             self.data[key] = partitions
         return [
             [self.kit.simulation_batch(self.spec, b, *key, p) for b in partition]

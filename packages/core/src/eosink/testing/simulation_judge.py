@@ -17,6 +17,7 @@ from eosink.model import BatchContext
 from eosink.process import simulated_process
 from eosink.registry import plugin_manager
 from eosink.testing.arrow_data import as_float32, comparable
+from eosink.testing.simulation_keyed import keyed_mismatch
 from eosink.testing.simulation_model import Predicate, batch_of
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ class HistoryJudge:
     data: dict[tuple[int, int], list[list[pa.RecordBatch]]]
     status: dict[tuple[int, int], str]
     damaged: bool
+    #: the sink replaces rows by the kit's key column (:mod:`eosink.testing.simulation_keyed`)
+    keyed: bool
     stats: Counter[str]
     workers: Iterator[int]  # numbers of fresh processes
     _in: Callable[[str, Callable[[], Any]], Any]
@@ -72,6 +75,8 @@ class HistoryJudge:
                 has_rows = bool(held.get((writer.index, batch)))
                 if self.kit.simulation_visible_before_commit and proof is None:
                     has_rows = False  # rows without their proof: a batch not committed yet
+                if self.keyed and proof is not None:
+                    has_rows = True  # later batches may have replaced every row it wrote
                 if rows and (proof is not None) != has_rows:
                     raise AssertionError(
                         f"{writer.writer_id} batch {batch}: is_committed says "
@@ -125,6 +130,9 @@ class HistoryJudge:
                 )
 
     def check_rows(self) -> None:
+        if self.keyed:
+            self.check_keyed_rows()
+            return
         held = self._held()
         unknown = set(held) - set(self.data)
         assert not unknown, f"readers see rows of batches never written: {sorted(unknown)}"
@@ -149,6 +157,23 @@ class HistoryJudge:
                 f"{sum(extra.values())} extra (duplicates or changed values, e.g. "
                 f"{list(extra)[:2]}), {sum(lost.values())} missing (e.g. {list(lost)[:2]})"
             )
+
+    def check_keyed_rows(self) -> None:
+        """A keyed target holds, per key, the row of the latest visible batch that carried it
+        (:func:`~eosink.testing.simulation_keyed.keyed_mismatch`)."""
+        rows = self._rows(self.target.read())
+        held = [(batch_of(row["id"]), self._comparable(row)) for row in rows]
+        batches: dict[int, list[int]] = {}
+        for writer, batch in sorted(self.data):
+            batches.setdefault(writer, []).append(batch)
+        wrong = keyed_mismatch(
+            held,
+            batches,
+            lambda writer, batch: self.status.get((writer, batch)),
+            lambda writer, batch: list(self._expected(writer, batch).elements()),
+            self.spec.schema.names.index(self.kit.simulation_upsert_key),
+        )
+        assert wrong is None, f"keyed by {self.kit.simulation_upsert_key}: {wrong}"
 
     def _expected(self, writer: int, batch: int) -> Counter:
         rows: Counter = Counter()
