@@ -42,9 +42,7 @@ def with_key_column(schema: pa.Schema, name: str) -> pa.Schema:
 def batch_keys(writer: int, rows: int) -> st.SearchStrategy[list[int]]:
     """Distinct keys of writer ``writer``'s range for a batch of ``rows`` rows."""
     low = writer * KEYS
-    return st.lists(
-        st.integers(low, low + KEYS - 1), min_size=rows, max_size=rows, unique=True
-    )
+    return st.lists(st.integers(low, low + KEYS - 1), min_size=rows, max_size=rows, unique=True)
 
 
 def set_column(batch: pa.RecordBatch, name: str, values: list[int]) -> pa.RecordBatch:
