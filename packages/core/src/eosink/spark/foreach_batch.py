@@ -255,7 +255,8 @@ def foreach_batch(
     each batch's changed rows replace the rows of their keys) and refused otherwise. Spark
     Connect does not tell the output mode: there the ``mode`` given here is trusted. Nor
     does it tell the query's id, which eosink records with every proof to refuse a new
-    checkpoint pointed at old output: on Connect pass ``checkpoint=`` (the query's ``checkpointLocation``), where eosink reads the id.
+    checkpoint pointed at old output: on Connect pass ``checkpoint=`` (the query's
+    ``checkpointLocation``), where eosink reads the id.
     ``fingerprint="error"`` (or ``"warn"``) stores a row count and hash with each proof and
     checks replays against it.
     """
