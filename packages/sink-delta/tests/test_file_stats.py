@@ -302,3 +302,53 @@ def test_a_struct_column_the_stream_lacks_reads_as_null(tmp_path):
         # Not polars: its scan fails on a file without the struct column, stats or none
         # ("expected `Struct`, got `u32` for series `s_nc`").
         assert counts == dict.fromkeys(counts, expected), where
+
+
+def test_infinite_float_bounds_are_written_as_deltas_spark_writer_writes_them(tmp_path):
+    """Finding (issue 34, the filtered histories): a float column holding an infinity had no
+    bounds (JSON has no infinity), which delta-rs' pyarrow dataset reads as ``col >= null``:
+    ``WHERE f = -inf`` read 0 of its row. Delta's Spark writer writes the strings
+    ``"Infinity"``/``"-Infinity"``; every reader filters by them."""
+    path = str(tmp_path / "t")
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "f": pa.array([1.5, float("inf"), 2.5], pa.float64()),
+            "g": pa.array([float("-inf"), 0.5, None], pa.float32()),
+        }
+    )
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    (stats,) = stats_of(path)
+    assert (stats["minValues"]["f"], stats["maxValues"]["f"]) == (1.5, "Infinity")
+    assert (stats["minValues"]["g"], stats["maxValues"]["g"]) == ("-Infinity", 0.5)
+    # only beyond every finite value: polars' SQL cannot carry an infinite literal
+    assert found(path, "f > 1e308", ("f", "=", float("inf"))) == every(1)
+    assert found(path, "f > 2.0", ("f", ">", 2.0)) == every(2)
+    assert found(path, "g < -3e38", ("g", "=", float("-inf"))) == every(1)
+    assert found(path, "g < 1.0", ("g", "<", 1.0)) == every(2)
+
+
+def test_a_timestamp_in_the_last_millisecond_of_year_9999_is_bounded(tmp_path):
+    """Finding (issue 34, the filtered histories): the max of a timestamp column is rounded
+    up to the millisecond, which overflowed in the last millisecond of year 9999 and failed
+    the batch (OverflowError). There it is truncated, as delta-rs' own writer writes it, and
+    every reader still finds the row by its value."""
+    import datetime as dt
+
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, 999700, tzinfo=dt.timezone.utc)
+    path = str(tmp_path / "t")
+    batch = pa.record_batch(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "t": pa.array([dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), last], pa.timestamp("us", "UTC")),
+        }
+    )
+    assert run(DeltaSink(path=path), 0, [batch]).status == "committed"
+    (stats,) = stats_of(path)
+    assert stats["maxValues"]["t"] == "9999-12-31T23:59:59.999Z"
+    # delta-rs' SQL cannot take the literal (it casts it to nanoseconds): the others
+    where = "t = '9999-12-31 23:59:59.9997+00'::timestamptz"
+    exact = ("t", "=", pa.scalar(last, pa.timestamp("us", "UTC")))
+    assert DeltaTable(path).to_pyarrow_table(filters=[exact]).num_rows == 1
+    assert _kernel_count(path, where) == 1
+    assert _duckdb_count(path, where) == 1

@@ -9,15 +9,14 @@ groups, no stats) and, for some histories, a table made beforehand by its owner 
 properties that change the log's life: a checkpoint every few commits, and a log retention of
 zero, so that every checkpoint removes the commits before it.
 
-``TestDeltaFilteredSimulation`` adds the kit's filtered reads (delta-rs' pyarrow dataset, which
-skips files by the add actions' stats and partition values) and its wide values (long strings,
-line separators, timestamps of years 1 and 9999). It is marked ``xfail(strict=True)`` while a
-filtered read misses rows (issue 34, finding 2): strings over 32 characters and struct columns
-have their stats now; what it still finds is a float column holding an infinity, which has no
-JSON bound, so the add leaves the column's bounds out, delta-rs' pyarrow dataset reads the
-missing bound as ``col >= null`` and ``WHERE c0_float32 = -inf`` reads 0 of its 1 row
-(delta-rs' own writer writes ``null`` bounds there and its dataset misses the row the same
-way). It fails as a pass once that is fixed.
+``TestDeltaFilteredSimulation`` adds the kit's filtered reads (delta-rs' pyarrow dataset and
+delta-kernel-rs through polars, which skip files by the add actions' stats and partition
+values) and its wide values (long strings,
+line separators, timestamps of years 1 and 9999). It found what the bounds left out or
+overflowed: a float column holding an infinity had no bounds, which delta-rs' pyarrow dataset
+reads as ``col >= null`` (``WHERE c0_float32 = -inf`` read 0 of its row), and a timestamp in
+the last millisecond of year 9999 failed the batch (its max rounded up past the year);
+``test_file_stats.py`` holds both.
 """
 
 from __future__ import annotations
@@ -28,6 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import polars as pl
+import polars_deltalake
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
@@ -35,7 +36,6 @@ from deltalake import DeltaTable, QueryBuilder
 from delta_foreign import delta_foreign_steps
 from deltalake.exceptions import TableNotFoundError
 from eosink_delta.sink import DeltaSink
-from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from eosink.testing.arrow_data import COLUMN_TYPES
@@ -102,6 +102,16 @@ def dataset_filter(predicate: Predicate) -> ds.Expression:
     return (column >= predicate.value) & (column <= predicate.high)
 
 
+def polars_filter(predicate: Predicate) -> Any:
+    """The predicate as a polars expression (delta-kernel-rs pushes it down)."""
+    column = pl.col(predicate.column)
+    if predicate.op == "is_null":
+        return column.is_null()
+    if predicate.op == "eq":
+        return column == pl.lit(predicate.value)
+    return (column >= pl.lit(predicate.value)) & (column <= pl.lit(predicate.high))
+
+
 def delta_target(spec: HistorySpec, uri: str, storage: dict[str, str], **rest: Any) -> SimTarget:
     """A target on ``uri``: a fresh sink per call, delta-rs as the reader, and as the damage a
     CHECK constraint added by hand (the delta-rs engine cannot enforce one: it must refuse)."""
@@ -142,7 +152,14 @@ def delta_target(spec: HistorySpec, uri: str, storage: dict[str, str], **rest: A
 
     def read_dataset(predicate: Predicate) -> Any:
         """delta-rs' pyarrow dataset, filtered: it skips files by their partition values and
-        the add actions' stats (a bound left out reads as ``col >= null``, skipping all)."""
+        the add actions' stats (a bound left out reads as ``col >= null``, skipping all).
+        Not for comparisons on a float column: it takes a file's bounds as holding for every
+        row, and Parquet's bounds leave NaN out, so ``c BETWEEN 0 AND 5`` on a file of 0.0
+        and NaN returns the NaN rows too (tables delta-rs' own writer writes, with the same
+        bounds, read the same; delta-kernel reads them right)."""
+        column = spec.schema.field(predicate.column)
+        if pa.types.is_floating(column.type) and predicate.op != "is_null":
+            return None
         try:
             table = DeltaTable(uri, storage_options=reader_options)
         except TableNotFoundError:
@@ -153,7 +170,17 @@ def delta_target(spec: HistorySpec, uri: str, storage: dict[str, str], **rest: A
         table = DeltaTable(uri, storage_options=reader_options)
         table.alter.add_constraint({"id_not_negative": "id >= 0"})
 
-    filtered = {"delta-rs pyarrow dataset": read_dataset}
+    def read_kernel(predicate: Predicate) -> Any:
+        """delta-kernel-rs through polars, filtered: it skips files by the add actions'
+        stats and partition values as its own scan plans them."""
+        try:
+            DeltaTable(uri, storage_options=reader_options)
+        except TableNotFoundError:
+            return []
+        frame = polars_deltalake.scan_delta(uri, storage_options=reader_options)
+        return frame.filter(polars_filter(predicate)).collect().to_arrow()
+
+    filtered = {"delta-rs pyarrow dataset": read_dataset, "delta-kernel-rs (polars)": read_kernel}
     return SimTarget(sink=make_sink, read=read, damage=damage, filtered=filtered, **rest)
 
 
@@ -203,17 +230,10 @@ class TestDeltaSimulation(DeltaHistories):
         return delta_foreign_steps(spec, self.paths.pop(id(target)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 34 finding 2: a float column holding an infinity gets no bounds (JSON has "
-    "none), which delta-rs' pyarrow dataset reads as col >= null: WHERE c0_float32 = -inf reads "
-    "0 of 1 row (delta-rs' own writer's null bounds read the same); and a timestamp in the "
-    "last millisecond of year 9999 fails the batch (OverflowError: the max rounded up a "
-    "millisecond)",
-)
 class TestDeltaFilteredSimulation(TestDeltaSimulation):
-    """Histories whose judge also reads with filters (delta-rs' pyarrow dataset, which skips
-    files by the add actions' stats and partition values) and whose data columns hold the
+    """Histories whose judge also reads with filters (delta-rs' pyarrow dataset and
+    delta-kernel-rs, which skip files by the add actions' stats and partition values) and
+    whose data columns hold the
     values where stats go wrong (``simulation_wide_values``)."""
 
     simulation_examples = 8
@@ -223,18 +243,10 @@ class TestDeltaFilteredSimulation(TestDeltaSimulation):
     def simulation_foreign_steps(
         self, spec: HistorySpec, target: SimTarget
     ) -> Mapping[str, ForeignStep]:
-        """None here (TestDeltaSimulation has them): its 8 examples are drawn to find the
-        missing bounds this class is marked for."""
+        """None here: TestDeltaSimulation has them, and these examples are kept for the
+        values where stats go wrong."""
         self.paths.pop(id(target), None)
         return {}
-
-    def simulation_settings(self) -> settings:
-        """Without shrinking: the history it fails on is known (the xfail's reason), and
-        shrinking it took most of the class's minutes in CI."""
-        return settings(
-            self_settings := super().simulation_settings(),
-            phases=[p for p in self_settings.phases if p is not Phase.shrink],
-        )
 
 
 #: delta-rs retries a failed request quickly here, so that a history stays fast.
