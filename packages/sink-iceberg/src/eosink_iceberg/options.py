@@ -23,6 +23,7 @@ from eosink.options import MASK, is_secret_key, mapping_option, masked, names, o
 CATALOG_PREFIX = "catalog."
 #: Table format versions this sink writes (pyiceberg writes v3 only in part).
 FORMAT_VERSIONS = (1, 2)
+MODES = ("append", "upsert")
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
 
 
@@ -137,6 +138,9 @@ class IcebergOptions:
     with it each commit's cost, stops growing with the stream; 0 (the default) expires none.
     The proof is a table property: expiry never removes it.
     ``compression``, ``row_group_rows`` shape the Parquet files.
+    ``mode``: ``append`` (default) or ``upsert``: the batch's rows replace the table's rows of
+    the same ``key`` (one or more columns) in the commit that appends them (the README's
+    "Keyed upserts"; Spark's ``update`` output mode writes here).
     """
 
     table: str = attrs.field(converter=identifier)
@@ -156,8 +160,24 @@ class IcebergOptions:
     keep_snapshots: int = 0
     compression: str = "zstd"
     row_group_rows: int = 1_000_000
+    mode: str = "append"
+    key: tuple[str, ...] = attrs.field(default=(), converter=names)
 
     def __attrs_post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigurationError(
+                f"sink 'iceberg': mode {self.mode!r} is unknown; use 'append' or 'upsert' "
+                "(with key=[...])"
+            )
+        if self.mode == "upsert" and not self.key:
+            raise ConfigurationError(
+                "sink 'iceberg': mode 'upsert' needs option key, the columns that identify a "
+                "row, e.g. key=['user_id'] or .option('key', 'user_id')"
+            )
+        if self.key and self.mode != "upsert":
+            raise ConfigurationError(
+                "sink 'iceberg': option key is for mode 'upsert'; set mode='upsert' or drop key"
+            )
         if not self.catalog:
             raise ConfigurationError(
                 "sink 'iceberg': no catalog given; set pyiceberg's catalog properties, e.g. "

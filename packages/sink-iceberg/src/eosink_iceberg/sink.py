@@ -61,6 +61,7 @@ from eosink_iceberg.proof import (
     summary,
 )
 from eosink_iceberg.schema import check_schema, iceberg_schema
+from eosink_iceberg.upsert import batch_keys, check_batch_keys, check_key_columns, match_filter
 
 log = get_logger("eosink.iceberg")
 
@@ -111,7 +112,20 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         return None
 
     @hookimpl
+    def upsert_key(self) -> tuple[str, ...] | None:
+        """``mode=upsert`` replaces rows by ``key``: Spark's update output mode may write here."""
+        return self.options.key if self.options.mode == "upsert" else None
+
+    @hookimpl
     def init(self, ctx: BatchContext, schema: pa.Schema) -> IcebergState:
+        if self.options.mode == "upsert":
+            if ctx.mode == "complete":
+                raise ConfigurationError(
+                    f"{ctx.label}: mode 'upsert' and Spark's complete output mode exclude each "
+                    "other: complete replaces the table; use outputMode('update') or "
+                    "('append') for upserts. Nothing was written."
+                )
+            check_key_columns(self.options.key, schema, self.table_name)
         table = self._load()
         if table is None:
             table = self._create(schema)
@@ -184,9 +198,14 @@ class IcebergSink(IcebergOperatorHooks, Sink):
     ) -> None:
         files = [f for m in messages for f in m.files]
         self._check_files_exist(ctx, state, files)
+        replaced = None
+        if self.options.mode == "upsert":
+            keys = batch_keys(self._io(state.layout), [f.path for f in files], self.options.key)
+            check_batch_keys(keys, self.options.key, ctx.label)
+            replaced = match_filter(keys, self.options.key)
         marker = CommitMarker(self._io(state.layout), marker_path(state.layout, state.attempt))
         try:
-            self._commit_with_retries(ctx, state, files, proof, marker)
+            self._commit_with_retries(ctx, state, files, proof, marker, replaced)
         finally:
             marker.finish()
 
@@ -197,12 +216,13 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         files: list[IcebergFile],
         proof: Proof,
         marker: CommitMarker,
+        replaced: Any = None,
     ) -> None:
         for attempt in range(self.options.commit_retries + 1):
             table = self._decide(ctx, state)
             if table is None:
                 return  # this attempt's own commit landed already (a lost reply)
-            if not self._commit_on(table, ctx, state, files, proof, marker):
+            if not self._commit_on(table, ctx, state, files, proof, marker, replaced):
                 log.info(
                     "iceberg.commit_conflict",
                     table=self.table_name,
@@ -263,9 +283,11 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         files: list[IcebergFile],
         proof: Proof,
         marker: CommitMarker | None = None,
+        replaced: Any = None,
     ) -> bool:
-        """One catalog commit: (complete mode: every current file deleted,) the files appended
-        in a snapshot whose summary holds the proof, and the writer's proof property.
+        """One catalog commit: (complete mode: every current file deleted; upsert: the rows
+        ``replaced`` matches deleted,) the files appended in a snapshot whose summary holds
+        the proof, and the writer's proof property.
 
         False when it lost a race (nothing of it landed: the catalog refused it)."""
         from pyiceberg.exceptions import CommitFailedException
@@ -288,8 +310,11 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         properties = summary(proof, state.attempt)
         txn = quiet.transaction()
         txn.set_properties({property_key(ctx.writer_id): stored.to_json()})
-        if ctx.mode == "complete" and table.metadata.current_snapshot() is not None:
-            txn.delete(AlwaysTrue(), snapshot_properties=properties)
+        if table.metadata.current_snapshot() is not None:
+            if ctx.mode == "complete":
+                txn.delete(AlwaysTrue(), snapshot_properties=properties)
+            elif replaced is not None:
+                txn.delete(replaced, snapshot_properties=properties)
         snapshot = txn.update_snapshot(snapshot_properties=properties)
         with snapshot.merge_append() if merges_manifests(table) else snapshot.fast_append() as add:
             for f in files:
