@@ -291,11 +291,11 @@ def test_a_tasks_batches_stream_into_one_file_per_partition_tuple(catalog):
 
 @pytest.mark.parametrize("kind", [pa.float32(), pa.float64()])
 def test_a_float_column_holding_nan_is_found_by_a_nan_filter(sink, catalog, kind):
-    """A file of ``[1.5, NaN]``: Parquet's footer statistics leave NaN out (min = max = 1.5),
+    """A file of ``[1.5, NaN]``: pyarrow's footer statistics left NaN out (min = max = 1.5),
     and pyarrow, under pyiceberg's scan, took them to mean every value is 1.5 and skipped the
-    row group for ``isnan`` (and ``> 1.5 or isnan``). Iceberg's own writer (Java) writes no
-    footer min/max for such a column, so the same rows read fine there. The manifest still
-    bounds the column (NaN left out, as the spec says) and counts its NaNs and nulls."""
+    row group for ``isnan`` (and ``> 1.5 or isnan``). Iceberg's own writer (parquet-mr) writes
+    NaN as that row group's max, so the same rows read fine there. The manifest still bounds
+    the column (NaN left out, as the spec says) and counts its NaNs and nulls."""
     from pyiceberg.expressions import GreaterThan, IsNaN, IsNull, Or
 
     values = pa.array([1.5, float("nan")], kind)

@@ -287,11 +287,13 @@ class _PathKey:
 
 def _footer_statistics(target: pa.Schema) -> list[str]:
     """The Parquet columns whose footer statistics the writer writes: all but the top-level
-    float columns. A float column's min and max leave NaN out, so a row group of ``[1.5,
-    NaN]`` says min = max = 1.5, and pyarrow's reader (under pyiceberg's scan) took that as
-    every value being 1.5 and skipped the row group for ``isnan``: NaN rows were lost.
-    Iceberg's own (Java) writer writes no min/max there either. The manifest keeps the
-    column's counts and bounds, which the writer computes itself (:class:`_FloatStats`)."""
+    float columns. pyarrow's writer leaves NaN out of a float column's min and max, so a row
+    group of ``[1.5, NaN]`` says min = max = 1.5, and pyarrow's reader (under pyiceberg's scan)
+    took that as every value being 1.5 and skipped the row group for ``isnan``: NaN rows were
+    lost. Iceberg's own (Java) writer, through parquet-mr, writes NaN as such a row group's
+    max, which no reader takes for NaN-free; pyarrow cannot, so it writes none. The manifest
+    keeps the column's counts and bounds, which the writer computes itself
+    (:class:`_FloatStats`)."""
     buffer = pa.BufferOutputStream()
     pq.write_table(target.empty_table(), buffer)
     schema = pq.read_metadata(pa.BufferReader(buffer.getvalue())).schema
