@@ -9,6 +9,7 @@ retried or speculative task never overwrites a file another attempt reported.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eosink.plugin import ConfigurationError
 from eosink_iceberg.partitioning import Partitioner
 from eosink_iceberg.schema import file_schema, to_file_rows
 
@@ -204,7 +206,12 @@ class PartitionWriter:
         provider = load_location_provider(self.layout.location, self.layout.properties)
         path_key = _PathKey(spec, schema, partition) if spec.fields else None
         path = provider.new_data_location(name, path_key)  # type: ignore[arg-type]
-        stream = self.io.new_output(path).create(overwrite=False)
+        try:
+            stream = self.io.new_output(path).create(overwrite=False)
+        except OSError as error:
+            if error.errno != errno.ENAMETOOLONG and "name too long" not in str(error):
+                raise
+            raise _name_too_long(path, spec, schema) from error
         compression = None if self.compression == "none" else self.compression
         writer = pq.ParquetWriter(
             stream, target, compression=compression, write_statistics=_footer_statistics(target)
@@ -322,6 +329,21 @@ def _add_float_stats(stats: dict[str, Any], floats: dict[int, _FloatStats], plan
         stats["lower_bounds"][field_id] = to_bytes(kind, bounds[0])
         stats["upper_bounds"][field_id] = to_bytes(kind, bounds[1])
     return nans
+
+
+def _name_too_long(path: str, spec: Any, schema: Any) -> ConfigurationError:
+    """The file system refused the file's path: a partition folder named by a long value."""
+    identity = [
+        schema.find_field(f.source_id).name for f in spec.fields if str(f.transform) == "identity"
+    ]
+    way_out = " or ".join(f"truncate(N, {name})" for name in identity) or "another transform"
+    return ConfigurationError(
+        f"sink 'iceberg': the file system refused the data file's path {path[:120]!r}... "
+        f"({len(path)} characters) as too long: a partition folder is named by its partition "
+        f"value, and an identity partition of a long value makes a name past the file system's "
+        f"limit. Partition by {way_out} instead, or filter such values out in the query. "
+        "Nothing was committed."
+    )
 
 
 class _FloatStatisticsFilter(logging.Filter):
