@@ -287,3 +287,33 @@ def test_a_tasks_batches_stream_into_one_file_per_partition_tuple(catalog):
     for f in message.files:
         metadata = pq.read_metadata(f.path.removeprefix("file://"))
         assert metadata.num_rows == f.rows and metadata.num_row_groups >= 2
+
+
+@pytest.mark.parametrize("kind", [pa.float32(), pa.float64()])
+def test_a_float_column_holding_nan_is_found_by_a_nan_filter(sink, catalog, kind):
+    """A file of ``[1.5, NaN]``: pyarrow's footer statistics left NaN out (min = max = 1.5),
+    and pyarrow, under pyiceberg's scan, took them to mean every value is 1.5 and skipped the
+    row group for ``isnan`` (and ``> 1.5 or isnan``). Iceberg's own writer (parquet-mr) writes
+    NaN as that row group's max, so the same rows read fine there. The manifest still bounds
+    the column (NaN left out, as the spec says) and counts its NaNs and nulls."""
+    from pyiceberg.expressions import GreaterThan, IsNaN, IsNull, Or
+
+    values = pa.array([1.5, float("nan")], kind)
+    assert run(sink, 0, [rows(0, n=2, f=values)]).status == "committed"
+    table = load(catalog)
+    for row_filter, want in (
+        (IsNaN("f"), [1]),
+        (Or(GreaterThan("f", 1.5), IsNaN("f")), [1]),
+        (IsNull("f"), []),
+    ):
+        got = table.scan(row_filter=row_filter).to_arrow().column("id").to_pylist()
+        assert sorted(got) == want, row_filter
+    (task,) = table.scan().plan_files()
+    field = table.schema().find_field("f").field_id
+    assert task.file.nan_value_counts[field] == 1
+    assert task.file.null_value_counts[field] == 0
+    from pyiceberg.conversions import from_bytes
+
+    field_type = table.schema().find_field("f").field_type
+    assert from_bytes(field_type, task.file.lower_bounds[field]) == 1.5
+    assert from_bytes(field_type, task.file.upper_bounds[field]) == 1.5

@@ -320,3 +320,19 @@ def test_a_truncation_below_the_types_range_is_refused(tmp_path, spec, kind, val
         run(sink, 0, [batch])
     assert load(catalog).metadata.current_snapshot() is None
     assert not list((tmp_path / "warehouse" / "lake" / "events").glob("data/**/*.parquet"))
+
+
+def test_an_identity_partition_value_too_long_for_a_file_name_is_refused_clearly(tmp_path):
+    """A 4 KiB string under an identity transform makes a partition folder name longer than
+    the file system takes (255 bytes): refused naming the way out, nothing committed."""
+    from eosink import ConfigurationError
+
+    catalog = catalog_properties(tmp_path)
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, partition_by=["v"])
+    batch = pa.record_batch(
+        {"id": pa.array([1, 2], pa.int64()), "v": pa.array(["short", "s" * 4097], pa.string())}
+    )
+    with pytest.raises(ConfigurationError, match=r"truncate\(N, v\)"):
+        run(sink, 0, [batch])
+    assert load(catalog).metadata.current_snapshot() is None
+    assert not list((tmp_path / "warehouse" / "lake" / "events").glob("data/**/*.parquet"))

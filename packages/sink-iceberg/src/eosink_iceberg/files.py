@@ -8,6 +8,9 @@ retried or speculative task never overwrites a file another attempt reported.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eosink.plugin import ConfigurationError
 from eosink_iceberg.partitioning import Partitioner
 from eosink_iceberg.schema import file_schema, to_file_rows
 
@@ -117,7 +121,39 @@ class _OpenFile:
     pending: list[pa.Table] = attrs.field(factory=list)
     pending_rows: int = 0
     rows: int = 0
-    nans: dict[int, int] = attrs.field(factory=dict)
+    floats: dict[int, _FloatStats] = attrs.field(factory=dict)
+
+
+@attrs.define
+class _FloatStats:
+    """A top-level float column's counts and bounds, kept by the writer itself: Parquet's
+    footer statistics of such a column are not written (:func:`_footer_statistics`)."""
+
+    nans: int = 0
+    nulls: int = 0
+    lower: float | None = None
+    upper: float | None = None
+
+    def add(self, column: pa.ChunkedArray) -> None:
+        self.nulls += column.null_count
+        nan = pc.is_nan(column)
+        self.nans += int(pc.sum(nan).as_py() or 0)
+        numbers = pc.filter(column, pc.invert(nan))  # nulls are dropped too
+        if len(numbers):
+            low, high = pc.min_max(numbers).values()
+            low, high = low.as_py(), high.as_py()
+            self.lower = low if self.lower is None else min(self.lower, low)
+            self.upper = high if self.upper is None else max(self.upper, high)
+
+    def bounds(self) -> tuple[float, float] | None:
+        """The bounds, NaN left out (as the spec says), widened over the zeros' signs as
+        Parquet's are: a bound of 0 could hide a ``-0.0`` or a ``0.0`` (``min`` keeps
+        whichever came first), and a reader comparing ``-0.0 < 0.0`` would skip the file."""
+        if self.lower is None or self.upper is None:
+            return None
+        lower = -0.0 if self.lower == 0 else self.lower
+        upper = 0.0 if self.upper == 0 else self.upper
+        return lower, upper
 
 
 @attrs.define
@@ -170,9 +206,16 @@ class PartitionWriter:
         provider = load_location_provider(self.layout.location, self.layout.properties)
         path_key = _PathKey(spec, schema, partition) if spec.fields else None
         path = provider.new_data_location(name, path_key)  # type: ignore[arg-type]
-        stream = self.io.new_output(path).create(overwrite=False)
+        try:
+            stream = self.io.new_output(path).create(overwrite=False)
+        except OSError as error:
+            if error.errno != errno.ENAMETOOLONG and "name too long" not in str(error):
+                raise
+            raise _name_too_long(path, spec, schema) from error
         compression = None if self.compression == "none" else self.compression
-        writer = pq.ParquetWriter(stream, target, compression=compression)
+        writer = pq.ParquetWriter(
+            stream, target, compression=compression, write_statistics=_footer_statistics(target)
+        )
         opened = _OpenFile(path, stream, writer, partition)
         self.files[key] = opened
         return opened
@@ -182,8 +225,10 @@ class PartitionWriter:
             return
         rows = pa.concat_tables(opened.pending)
         opened.writer.write_table(rows, row_group_size=self.row_group_rows)
-        for field_id, count in _nan_counts(rows, schema).items():
-            opened.nans[field_id] = opened.nans.get(field_id, 0) + count
+        for field in schema.fields:
+            if pa.types.is_floating(rows.schema.field(field.name).type):
+                stats = opened.floats.setdefault(field.field_id, _FloatStats())
+                stats.add(rows.column(field.name))
         opened.rows += rows.num_rows
         opened.pending, opened.pending_rows = [], 0
 
@@ -198,11 +243,14 @@ class PartitionWriter:
         opened.writer.close()
         opened.stream.close()
         # the footer the writer wrote (pyarrow keeps it on the closed writer)
-        stats = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=opened.writer.writer.metadata,
-            stats_columns=compute_statistics_plan(schema, self.layout.properties),
-            parquet_column_mapping=parquet_path_to_id_mapping(schema),
-        ).to_serialized_dict()
+        plan = compute_statistics_plan(schema, self.layout.properties)
+        with _quiet_about_float_statistics():
+            stats = data_file_statistics_from_parquet_metadata(
+                parquet_metadata=opened.writer.writer.metadata,
+                stats_columns=plan,
+                parquet_column_mapping=parquet_path_to_id_mapping(schema),
+            ).to_serialized_dict()
+        nans = _add_float_stats(stats, opened.floats, plan)
         return IcebergFile(
             path=opened.path,
             size=len(self.io.new_input(opened.path)),
@@ -212,7 +260,7 @@ class PartitionWriter:
             column_sizes=stats["column_sizes"],
             value_counts=stats["value_counts"],
             null_value_counts=stats["null_value_counts"],
-            nan_value_counts=opened.nans,
+            nan_value_counts=nans,
             lower_bounds=stats["lower_bounds"],
             upper_bounds=stats["upper_bounds"],
             split_offsets=tuple(stats["split_offsets"]) if stats["split_offsets"] else None,
@@ -244,15 +292,75 @@ class _PathKey:
         return self.spec.partition_to_path(self.partition, self.schema)
 
 
-def _nan_counts(rows: pa.Table, schema: Any) -> dict[int, int]:
-    """NaN counts of the top-level float columns (Parquet's metadata has none): readers
-    prune ``isnan`` filters on them, and the bounds leave NaN out."""
-    out = {}
-    for field in schema.fields:
-        column = rows.column(field.name)
-        if pa.types.is_floating(column.type):
-            out[field.field_id] = int(pc.sum(pc.is_nan(column)).as_py() or 0)
-    return out
+def _footer_statistics(target: pa.Schema) -> list[str]:
+    """The Parquet columns whose footer statistics the writer writes: all but the top-level
+    float columns. pyarrow's writer leaves NaN out of a float column's min and max, so a row
+    group of ``[1.5, NaN]`` says min = max = 1.5, and pyarrow's reader (under pyiceberg's scan)
+    took that as every value being 1.5 and skipped the row group for ``isnan``: NaN rows were
+    lost. Iceberg's own (Java) writer, through parquet-mr, writes NaN as such a row group's
+    max, which no reader takes for NaN-free; pyarrow cannot, so it writes none. The manifest
+    keeps the column's counts and bounds, which the writer computes itself
+    (:class:`_FloatStats`)."""
+    buffer = pa.BufferOutputStream()
+    pq.write_table(target.empty_table(), buffer)
+    schema = pq.read_metadata(pa.BufferReader(buffer.getvalue())).schema
+    floats = {f.name for f in target if pa.types.is_floating(f.type)}
+    paths = [schema.column(i).path for i in range(len(schema))]
+    return [path for path in paths if path not in floats]
+
+
+def _add_float_stats(stats: dict[str, Any], floats: dict[int, _FloatStats], plan: Any) -> dict:
+    """The float columns' null counts and bounds into ``stats`` (as the metrics plan asks);
+    their NaN counts."""
+    from pyiceberg.conversions import to_bytes
+    from pyiceberg.io.pyarrow import MetricModeTypes
+
+    nans = {}
+    for field_id, column in floats.items():
+        mode = plan[field_id].mode.type
+        if mode == MetricModeTypes.NONE:
+            continue
+        nans[field_id] = column.nans
+        stats["null_value_counts"][field_id] = column.nulls
+        bounds = column.bounds()
+        if mode == MetricModeTypes.COUNTS or bounds is None:
+            continue
+        kind = plan[field_id].iceberg_type
+        stats["lower_bounds"][field_id] = to_bytes(kind, bounds[0])
+        stats["upper_bounds"][field_id] = to_bytes(kind, bounds[1])
+    return nans
+
+
+def _name_too_long(path: str, spec: Any, schema: Any) -> ConfigurationError:
+    """The file system refused the file's path: a partition folder named by a long value."""
+    identity = [
+        schema.find_field(f.source_id).name for f in spec.fields if str(f.transform) == "identity"
+    ]
+    way_out = " or ".join(f"truncate(N, {name})" for name in identity) or "another transform"
+    return ConfigurationError(
+        f"sink 'iceberg': the file system refused the data file's path {path[:120]!r}... "
+        f"({len(path)} characters) as too long: a partition folder is named by its partition "
+        f"value, and an identity partition of a long value makes a name past the file system's "
+        f"limit. Partition by {way_out} instead, or filter such values out in the query. "
+        "Nothing was committed."
+    )
+
+
+class _FloatStatisticsFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("PyArrow statistics missing")
+
+
+@contextlib.contextmanager
+def _quiet_about_float_statistics() -> Iterator[None]:
+    """pyiceberg warns of every column chunk without footer statistics: for the float
+    columns that is by design (:func:`_footer_statistics`)."""
+    logger, quiet = logging.getLogger("pyiceberg.io.pyarrow"), _FloatStatisticsFilter()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def size_of(io: Any, path: str) -> int | None:
