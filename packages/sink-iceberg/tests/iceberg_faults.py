@@ -113,6 +113,11 @@ def land_late_commits(store: ObjectStore) -> list[bool]:
     return landed
 
 
+def drop_late_commits(store: ObjectStore) -> None:
+    """Forget the late commits of ``store`` not applied (its history is over)."""
+    _late.pop(store.name, None)
+
+
 def catalog_fault(kind: str, after: int = 1) -> StoreFault:
     """A fault of the ``after``-th catalog commit from now."""
     return StoreFault(kind, after=after, ops=("put",), path=CATALOG_KEYS)  # type: ignore[arg-type]
