@@ -396,3 +396,84 @@ def test_the_commit_is_eosinks_own_with_the_proof(path):
     assert info["engineInfo"] == "eosink-delta"
     assert json.loads(info["eosink.proof"])["batch_id"] == 1
     assert kinds(last, "txn")[0]["version"] == 1
+
+
+# -- the log's other shapes ------------------------------------------------------------------
+
+
+def test_files_are_found_from_a_checkpoint_in_a_new_process(path):
+    """The file index is read from the newest checkpoint (its add actions) and the commits
+    after it: rows in checkpointed files are replaced too."""
+    from eosink_delta.snapshot import forget
+
+    write_deltalake(
+        path,
+        pa.Table.from_batches([users([100, 101], "x")]),
+        configuration={"delta.checkpointInterval": "3"},
+    )
+    sink = upsert_sink(path)
+    for batch in range(4):
+        run(sink, batch, [users([batch, 100 + batch % 2], f"b{batch}")])
+    assert glob.glob(f"{path}/_delta_log/*.checkpoint.parquet")
+    forget(path)  # as a new driver process would
+    run(upsert_sink(path), 4, [users([0, 101], "b4")])
+    for reader in READERS.values():
+        assert values(path, reader) == {
+            0: "b4-0",
+            1: "b1-1",
+            2: "b2-2",
+            3: "b3-3",
+            100: "b2-100",
+            101: "b4-101",
+        }
+
+
+def append_commit(path: str, actions: list[dict[str, Any]]) -> None:
+    """A commit of another Delta writer, written as its log file."""
+    name = f"{path}/_delta_log/{log_version(path) + 1:020d}.json"
+    with open(name, "x") as f:
+        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def test_a_file_with_a_deletion_vector_is_refused_by_name(path):
+    """Another engine (Delta's Spark connector, a DELETE) left a deletion vector on a file that
+    holds a key of the batch: rewriting it without the vector would bring deleted rows back."""
+    sink = upsert_sink(path)
+    run(sink, 0, [users([1, 2], "b0")])
+    (add,) = kinds(commits(path)[log_version(path)], "add")
+    features = ["deletionVectors"]
+    append_commit(
+        path,
+        [
+            {"commitInfo": {"operation": "SET TBLPROPERTIES"}},
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": features,
+                    "writerFeatures": features,
+                }
+            },
+        ],
+    )
+    dv = {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 4,
+        "sizeInBytes": 40,
+        "cardinality": 1,
+    }
+    append_commit(
+        path,
+        [
+            {"commitInfo": {"operation": "DELETE"}},
+            {"remove": {"path": add["path"], "deletionTimestamp": 1, "dataChange": True}},
+            {"add": {**add, "deletionVector": dv}},
+        ],
+    )
+    version = log_version(path)
+    with pytest.raises(ConfigurationError, match=f"deletion vectors \\({add['path']}\\)"):
+        run(sink, 1, [users([2], "b1")])
+    assert log_version(path) == version
+    # a batch whose keys the file cannot hold does not read it
+    assert run(sink, 1, [users([7], "b1")]).status == "committed"

@@ -397,7 +397,7 @@ def _plan(
     index: file_index.FileIndex,
     round_: int,
 ) -> Plan:
-    candidates = [f for f in index.files.values() if may_hold(f, keys, reader.types)]
+    candidates = [f for f in index.files.values() if keys.keys and may_hold(f, keys, reader.types)]
     with_dv = [f.path for f in candidates if f.deletion_vector]
     if with_dv:
         raise ConfigurationError(
@@ -488,6 +488,7 @@ def commit_upsert(
         reader = _Reader(sink.uri, sink.storage, options.key, state.partition_by, types)
         keys, keep = read_batch_keys(ctx, options, reader, staged)
         adds, replaced = _reduced(sink, state, reader, data, staged, keep)
+        staged_paths = {f.path for f in staged}
         crash_point("commit:checked")
         merge = {
             "predicate": " AND ".join(f"target.{c} = source.{c}" for c in options.key),
@@ -497,6 +498,10 @@ def commit_upsert(
             index = file_index.files_at(seen.log, view)
             _check_txn(ctx, view)
             sink._check_view_compatible(ctx, view, state)  # noqa: SLF001
+            if round_:  # another writer may have added columns: the survivors keep them
+                data = _table_data_schema(view, state.partition_by)
+                reader.types.update({f.name: f.type for f in data})
+                types = reader.types
             plan = _plan(sink, state, ctx, reader, keys, data, index, round_)
             crash_point("commit:rewritten")
             commit = log_commit.actions(
@@ -524,7 +529,10 @@ def commit_upsert(
                 _delete(reader, [f.path for f in plan.survivors])
                 log.info("delta.upsert_replanned", table=sink.uri, reason=str(exc))
                 continue
-            except BaseException:
+            except AlreadyCommitted:
+                # another attempt committed the batch: what this one rewrote is not needed
+                _delete(reader, [f.path for f in plan.survivors])
+                _delete(reader, [f.path for f in adds if f.path not in staged_paths])
                 raise
             file_index.applied(seen.log, version, commit)
             _delete(reader, replaced)
