@@ -477,3 +477,97 @@ def test_a_file_with_a_deletion_vector_is_refused_by_name(path):
     assert log_version(path) == version
     # a batch whose keys the file cannot hold does not read it
     assert run(sink, 1, [users([7], "b1")]).status == "committed"
+
+
+def test_another_upsert_writer_on_the_same_key_between_plan_and_commit(path):
+    """Two queries upsert key 2; the one that commits last wins, and no key is held twice."""
+    run(upsert_sink(path), 0, [users([1, 2], "b0")], writer_id="a")
+    other = upsert_sink(path)
+
+    def foreign() -> None:
+        from eosink.process import simulated_process
+
+        with simulated_process("other"):  # another driver: its own view of the log
+            assert run(other, 0, [users([2, 5], "other")], writer_id="b").status == "committed"
+
+    handler, calls = race_at_rewritten(foreign)
+    set_crash_handler(handler)
+    try:
+        assert run(upsert_sink(path), 1, [users([2, 3], "a1")], writer_id="a").status == "committed"
+    finally:
+        set_crash_handler(None)
+    assert calls
+    for reader in READERS.values():
+        assert values(path, reader) == {1: "b0-1", 2: "a1-2", 3: "a1-3", 5: "other-5"}
+
+
+def test_log_cleanup_past_the_planned_version_plans_again(path):
+    """Another writer's commits, a checkpoint and log cleanup while the batch ran: the commits
+    after the plan's version cannot all be read, so the upsert plans again (never commits a
+    plan that may miss a file)."""
+    from delta_history import age_log
+
+    sink = upsert_sink(path)
+    run(sink, 0, [users([1, 2], "b0")])
+
+    def maintain() -> None:
+        for i in range(3):
+            write_deltalake(path, pa.Table.from_batches([users([2], f"f{i}")]), mode="append")
+        DeltaTable(path).create_checkpoint()
+        age_log(path, 31)
+        DeltaTable(path).cleanup_metadata()
+
+    handler, calls = race_at_rewritten(maintain)
+    set_crash_handler(handler)
+    try:
+        import structlog
+
+        with structlog.testing.capture_logs() as events:
+            assert run(sink, 1, [users([2], "b1")]).status == "committed"
+    finally:
+        set_crash_handler(None)
+    assert [e for e in events if e["event"] == "delta.upsert_replanned"]
+    for reader in READERS.values():
+        assert values(path, reader) == {1: "b0-1", 2: "b1-2"}
+
+
+def test_a_column_added_between_plan_and_commit_is_kept_by_the_rewrite(path):
+    sink = upsert_sink(path)
+    run(sink, 0, [users([1, 2], "b0")])
+
+    def add_column() -> None:
+        extra = users([7], "f").append_column("extra", pa.array(["x"]))
+        write_deltalake(path, pa.Table.from_batches([extra]), mode="append", schema_mode="merge")
+
+    handler, calls = race_at_rewritten(add_column)
+    set_crash_handler(handler)
+    try:
+        assert run(sink, 1, [users([1], "b1")]).status == "committed"
+    finally:
+        set_crash_handler(None)
+    rows = by_key(read_delta_rs(path))
+    assert {k: (r["v"], r["extra"]) for k, r in rows.items()} == {
+        1: ("b1-1", None),
+        2: ("b0-2", None),
+        7: ("f-7", "x"),
+    }
+
+
+def test_a_commit_of_this_process_between_plan_and_commit_is_checked_too(path):
+    """The same driver process commits another batch on the table (its log view is shared)
+    while this batch's rewrite waits: the rewrite is planned again, not committed stale."""
+    run(upsert_sink(path), 0, [users([1, 2], "b0")], writer_id="a")
+    other = upsert_sink(path)
+
+    def same_process() -> None:
+        assert run(other, 0, [users([2, 5], "other")], writer_id="b").status == "committed"
+
+    handler, calls = race_at_rewritten(same_process)
+    set_crash_handler(handler)
+    try:
+        assert run(upsert_sink(path), 1, [users([2, 3], "a1")], writer_id="a").status == "committed"
+    finally:
+        set_crash_handler(None)
+    assert calls
+    for reader in READERS.values():
+        assert values(path, reader) == {1: "b0-1", 2: "a1-2", 3: "a1-3", 5: "other-5"}

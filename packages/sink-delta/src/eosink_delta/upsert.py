@@ -504,6 +504,12 @@ def commit_upsert(
                 types = reader.types
             plan = _plan(sink, state, ctx, reader, keys, data, index, round_)
             crash_point("commit:rewritten")
+            if view.version != plan.version:
+                # the view moved on meanwhile (another batch of this process committed on the
+                # table): publish would check only the commits after it, so plan again
+                _delete(reader, [f.path for f in plan.survivors])
+                log.info("delta.upsert_replanned", table=sink.uri, reason="the view moved on")
+                continue
             commit = log_commit.actions(
                 ctx,
                 [*plan.survivors, *adds],
