@@ -122,6 +122,16 @@ def test_key_missing_from_the_stream_refused_before_anything_is_written(path):
     assert not os.path.exists(path)
 
 
+def test_key_missing_from_the_table_refused_naming_the_fix(path):
+    write_deltalake(path, pa.Table.from_batches([users([1], "x")]))
+    batch = users([1], "b0").append_column("region", pa.array(["eu"]))
+    with pytest.raises(
+        ConfigurationError, match=r"key column\(s\) \['region'\] are not in the table"
+    ):
+        run(upsert_sink(path, key=["user_id", "region"]), 0, [batch])
+    assert values(path) == {1: "x-1"}
+
+
 def test_floating_key_refused(path):
     batch = pa.record_batch({"x": pa.array([1.5]), "v": pa.array(["a"])})
     with pytest.raises(ConfigurationError, match="floating-point"):

@@ -183,6 +183,7 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         self._check_partition_types(stream, partition_by)
         if self.options.upsert:
             upsert.check_options(self.uri, self.options, stream, partition_by, ctx.mode)
+            upsert.check_table_key(self.uri, self.options, list(fields_of(view.schema_string)))
         checked = check_schema(
             fields_of(view.schema_string),
             stream,

@@ -139,6 +139,18 @@ def check_options(
             )
 
 
+def check_table_key(uri: str, options: DeltaOptions, table_columns: Sequence[str]) -> None:
+    """Refuse key columns the table lacks (unless ``merge_schema`` adds them): the generic
+    schema error would advise dropping them from the query."""
+    missing = [c for c in options.key if c not in table_columns]
+    if missing and not options.merge_schema:
+        raise ConfigurationError(
+            f"sink 'delta': key column(s) {missing} are not in the table at {uri} (it has "
+            f"{list(table_columns)}); key by the table's columns, or set mergeSchema=true to "
+            "add them (the table's existing rows then have a null key and are never replaced)"
+        )
+
+
 # -- the batch's keys --------------------------------------------------------------------------
 
 
