@@ -65,22 +65,42 @@ def table_file(add: dict[str, Any]) -> TableFile:
     )
 
 
+def dv_id(descriptor: dict[str, Any] | None) -> str | None:
+    """A deletion vector's unique id, as the protocol builds it (storage type, path or inline
+    bitmap, ``@offset`` when there is one); ``None`` for a file without one."""
+    if not descriptor:
+        return None
+    offset = descriptor.get("offset")
+    text = f"{descriptor.get('storageType')}{descriptor.get('pathOrInlineDv')}"
+    return text if offset is None else f"{text}@{offset}"
+
+
+FileKey = tuple[str, str | None]
+
+
+def file_key(action: dict[str, Any]) -> FileKey:
+    """What identifies a file in the log: its path and its deletion vector's id. A commit that
+    puts a deletion vector on a file (Delta's DELETE) holds an ``add`` of the path with the
+    vector and a ``remove`` of the path without it, in either order."""
+    return action["path"], dv_id(action.get("deletionVector"))
+
+
 @attrs.define
 class FileIndex:
-    """The live files at ``version`` by their log path."""
+    """The live files at ``version`` by (path, deletion vector id)."""
 
     version: int
-    files: dict[str, TableFile] = attrs.field(factory=dict)
+    files: dict[FileKey, TableFile] = attrs.field(factory=dict)
 
     def apply(self, version: int, actions: list[dict[str, Any]]) -> None:
         if version != self.version + 1:
             raise ValueError(f"commit {version} does not follow the index's {self.version}")
+        removed = [file_key(a["remove"]) for a in actions if "remove" in a]
+        for key in removed:
+            self.files.pop(key, None)
         for action in actions:
             if "add" in action:
-                found = table_file(action["add"])
-                self.files[found.path] = found
-            elif "remove" in action:
-                self.files.pop(action["remove"]["path"], None)
+                self.files[file_key(action["add"])] = table_file(action["add"])
         self.version = version
 
 
@@ -126,8 +146,7 @@ def _read_adds(index: FileIndex, data: bytes) -> None:
     column = pq.read_table(pa.BufferReader(data), columns=["add"]).column("add")
     for add in column.to_pylist():
         if add is not None:
-            found = table_file(add)
-            index.files[found.path] = found
+            index.files[file_key(add)] = table_file(add)
 
 
 def _advance(table_log: TableLog, index: FileIndex, version: int) -> bool:

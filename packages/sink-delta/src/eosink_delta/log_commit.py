@@ -92,6 +92,7 @@ def actions(
                     "extendedFileMetadata": True,
                     "partitionValues": dict(r.partition_values),
                     "size": r.size,
+                    **({"deletionVector": r.deletion_vector} if r.deletion_vector else {}),
                 }
             }
         )
