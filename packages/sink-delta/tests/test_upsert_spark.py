@@ -22,7 +22,7 @@ from eosink.testing.replay import (
 )
 
 KEYS = 40
-SCHEMA = "id long, user_id long, v string"
+SCHEMA = "id long, user_id long, v string, region string"
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +36,25 @@ def spark():
 
 def change(n: int, i: int) -> dict:
     """Row ``i`` of file ``n``: a change of user ``i % KEYS``, ``id`` its sequence number."""
-    return {"id": n * 1000 + i, "user_id": i % KEYS, "v": f"{n}-{i}"}
+    user = i % KEYS
+    return {
+        "id": n * 1000 + i,
+        "user_id": user,
+        "v": f"{n}-{i}",
+        "region": "eu us".split()[user % 2],
+    }
 
 
-def test_change_feed_upserted_exactly_once_through_a_crash(spark, tmp_path):
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_change_feed_upserted_exactly_once_through_a_crash(spark, tmp_path, partitioned):
+    """Spark's own Parquet writer stages the rows (``file_writer="auto"`` on a local path),
+    in partition folders when the table is partitioned by ``region``."""
     source, target = tmp_path / "source", str(tmp_path / "table")
     write_json_source(source, row=change)
     marker = arm(tmp_path / "crash")
-    writer = eosink.foreach_batch(
-        DeltaSink(path=target, mode="upsert", key=["user_id"], order_by="id"), writer_id="feed"
-    )
+    options = {"partition_by": ["region"]} if partitioned else {}
+    sink = DeltaSink(path=target, mode="upsert", key=["user_id"], order_by="id", **options)
+    writer = eosink.foreach_batch(sink, writer_id="feed")
 
     def start():
         return (
@@ -66,4 +75,6 @@ def test_change_feed_upserted_exactly_once_through_a_crash(spark, tmp_path):
         assert len(rows) == KEYS, name
         assert {r["user_id"]: r["v"] for r in rows} == expected, name
     assert txns(target) == [("feed", b) for b in range(FILES)]
-    assert DeltaTable(target).to_pyarrow_table().num_rows == KEYS
+    table = DeltaTable(target)
+    assert table.to_pyarrow_table().num_rows == KEYS
+    assert table.metadata().partition_columns == (["region"] if partitioned else [])
