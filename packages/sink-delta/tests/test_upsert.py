@@ -580,3 +580,28 @@ def test_a_commit_of_this_process_between_plan_and_commit_is_checked_too(path):
     assert calls
     for reader in READERS.values():
         assert values(path, reader) == {1: "b0-1", 2: "a1-2", 3: "a1-3", 5: "other-5"}
+
+
+def test_another_attempt_of_the_same_batch_commits_first(path):
+    """A zombie attempt of the batch (another driver) commits it while ours waits between
+    rewrite and commit: ours is already committed, its rewritten files are deleted."""
+    from eosink.process import simulated_process
+
+    run(upsert_sink(path), 0, [users([1, 2], "b0")])
+
+    def zombie() -> None:
+        with simulated_process("zombie"):
+            assert run(upsert_sink(path), 1, [users([2, 3], "b1")]).status == "committed"
+
+    handler, calls = race_at_rewritten(zombie)
+    set_crash_handler(handler)
+    try:
+        outcome = run(upsert_sink(path), 1, [users([2, 3], "b1")])
+    finally:
+        set_crash_handler(None)
+    assert outcome.status == "skipped" and "concurrent commit" in outcome.reason
+    assert txns(path) == [("w", 0), ("w", 1)]
+    assert values(path) == {1: "b0-1", 2: "b1-2", 3: "b1-3"}
+    live = {os.path.basename(u) for u in DeltaTable(path).file_uris()}
+    upserts = {os.path.basename(p) for p in glob.glob(f"{path}/upsert-*.parquet")}
+    assert upserts <= live  # the losing attempt's rewrite is gone
