@@ -605,3 +605,28 @@ def test_another_attempt_of_the_same_batch_commits_first(path):
     live = {os.path.basename(u) for u in DeltaTable(path).file_uris()}
     upserts = {os.path.basename(p) for p in glob.glob(f"{path}/upsert-*.parquet")}
     assert upserts <= live  # the losing attempt's rewrite is gone
+
+
+def test_a_file_of_many_row_groups_is_rewritten_batch_by_batch(path, monkeypatch):
+    """The rewrite streams a touched file (a few record batches at a time): every other row of
+    it survives, in order of its row groups, whatever the batch boundaries."""
+    from eosink_delta import upsert
+
+    monkeypatch.setattr(upsert, "BATCH_ROWS", 7)
+    sink = upsert_sink(path, row_group_rows=10)
+    run(sink, 0, [users(list(range(100)), "b0")])
+    run(sink, 1, [users([0, 13, 14, 55, 99, 100], "b1")])
+    expected = {i: f"b0-{i}" for i in range(101)}
+    expected.update({i: f"b1-{i}" for i in (0, 13, 14, 55, 99, 100)})
+    for reader in READERS.values():
+        assert values(path, reader) == expected
+
+
+def test_a_key_only_of_partition_columns_replaces_the_whole_partition_row(path):
+    """Keyed by the partition column alone: the batch's row replaces the partition's row."""
+    batch = pa.record_batch({"p": ["a", "b"], "n": pa.array([1, 2], pa.int64())})
+    sink = upsert_sink(path, key=["p"], partition_by=["p"])
+    run(sink, 0, [batch])
+    run(sink, 1, [pa.record_batch({"p": ["b"], "n": pa.array([20], pa.int64())})])
+    for reader in READERS.values():
+        assert sorted((r["p"], r["n"]) for r in reader(path)) == [("a", 1), ("b", 20)]

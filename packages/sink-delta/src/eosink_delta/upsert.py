@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -65,6 +65,8 @@ log = get_logger("eosink.delta")
 #: How many times an upsert is planned again after a concurrent commit conflicted with it,
 #: before the batch fails (and is written again when the query restarts).
 MAX_PLANS = 10
+#: Rows read at a time from a file being rewritten.
+BATCH_ROWS = 65_536
 #: What a key column's partition values are compared as: their text, which every Delta writer
 #: writes the same way for these types.
 PARTITION_KEY_TYPES = "strings, integers, dates or booleans"
@@ -210,6 +212,18 @@ class _Reader:
             if c not in present:
                 table = table.append_column(c, pa.nulls(table.num_rows, self.types[c]))
         return table
+
+    def batches(self, relative: str, keep: list[bool]) -> Iterator[pa.Table]:
+        """The file's rows whose ``keep`` is true, one record batch at a time (a file need
+        not fit in the driver's memory)."""
+        source = self.fs.open_input_file(path_in(self.base, relative))
+        start = 0
+        for batch in pq.ParquetFile(source).iter_batches(batch_size=BATCH_ROWS):
+            mask = pa.array(keep[start : start + batch.num_rows], pa.bool_())
+            start += batch.num_rows
+            kept = pa.Table.from_batches([batch]).filter(mask)
+            if kept.num_rows:
+                yield kept
 
     def keys_of(self, table: pa.Table, partition_values: dict[str, str | None]) -> list[tuple]:
         columns = []
@@ -422,19 +436,22 @@ def _plan(
         )
     writer = _writer(sink, state, data, f"upsert-{state.attempt}-{round_:02d}")
     removes: list[TableFile] = []
+    key_columns = [c for c in keys.key if c not in state.partition_by]
     try:
         for f in candidates:
-            table = reader.read(_relative(f, sink.uri))
-            found = reader.keys_of(table, f.partition_values)
+            relative = _relative(f, sink.uri)
+            # the key columns first: a file whose bounds admitted a key it does not hold is
+            # left as it is, having cost only those columns
+            found = reader.keys_of(reader.read(relative, key_columns), f.partition_values)
             keep = [k not in keys.keys for k in found]
             if all(keep):
-                continue  # the bounds admitted a key it does not hold: left as it is
+                continue
             removes.append(f)
-            kept = table.filter(pa.array(keep, pa.bool_()))
-            if kept.num_rows:
+            if any(keep):  # the other rows, one record batch at a time
                 values = tuple(f.partition_values.get(c) for c in state.partition_by)
-                for batch in _as_table_rows(kept, data).to_batches():
-                    writer.buffer(values, batch)
+                for rows in reader.batches(relative, keep):
+                    for batch in _as_table_rows(rows, data).to_batches():
+                        writer.buffer(values, batch)
         survivors = [writer.close(o) for o in writer.files.values()]
     except BaseException:
         writer.discard()
