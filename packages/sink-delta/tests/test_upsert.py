@@ -630,3 +630,27 @@ def test_a_key_only_of_partition_columns_replaces_the_whole_partition_row(path):
     run(sink, 1, [pa.record_batch({"p": ["b"], "n": pa.array([20], pa.int64())})])
     for reader in READERS.values():
         assert sorted((r["p"], r["n"]) for r in reader(path)) == [("a", 1), ("b", 20)]
+
+
+def test_conflicts_every_time_fail_the_batch_with_nothing_committed(path, monkeypatch):
+    """A writer that keeps appending the batch's keys: after the last plan the batch fails
+    (the query restarts and writes it again), and nothing of it is in the table."""
+    from eosink_delta import upsert
+
+    monkeypatch.setattr(upsert, "MAX_PLANS", 2)
+    sink = upsert_sink(path)
+    run(sink, 0, [users([1, 2], "b0")])
+
+    def foreign(point: str) -> None:
+        if point == "commit:rewritten":
+            write_deltalake(path, pa.Table.from_batches([users([2], "foreign")]), mode="append")
+
+    set_crash_handler(foreign)
+    try:
+        with pytest.raises(Exception, match="conflicted with other writers' commits 2 times"):
+            run(sink, 1, [users([2, 3], "b1")])
+    finally:
+        set_crash_handler(None)
+    assert txns(path) == [("w", 0)]
+    assert sorted(r["v"] for r in read_delta_rs(path)) == ["b0-1", "b0-2", "foreign-2", "foreign-2"]
+    assert not glob.glob(f"{path}/upsert-*.parquet")  # the rewrites of both plans are gone

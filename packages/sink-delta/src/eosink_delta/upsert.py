@@ -581,6 +581,7 @@ def commit_upsert(
             )
             log_commit.after_commit(sink.uri, sink.storage, view, version)
             return
+        _delete(reader, [f.path for f in adds if f.path not in staged_paths])
     raise SinkError(
         f"{ctx.label}: the upsert into {sink.uri} conflicted with other writers' commits "
         f"{MAX_PLANS} times in a row; nothing of this batch was committed. Restart the query "
