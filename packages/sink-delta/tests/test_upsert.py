@@ -300,7 +300,12 @@ def test_one_key_of_a_50_file_table_rewrites_only_the_file_holding_it(path):
     for batch in range(50):
         run(sink, batch, [users(list(range(batch * 10, batch * 10 + 10)), f"b{batch}")])
     assert len(DeltaTable(path).file_uris()) == 50
-    run(sink, 50, [users([123], "b50")])
+    import structlog
+
+    with structlog.testing.capture_logs() as events:
+        run(sink, 50, [users([123], "b50")])
+    (done,) = [e for e in events if e["event"] == "delta.upsert_committed"]
+    assert (done["files_read"], done["files_rewritten"]) == (1, 1)  # of 50
     last = commits(path)[log_version(path)]
     assert len(kinds(last, "remove")) == 1
     assert len(kinds(last, "add")) == 2  # the file's other 9 rows, and the batch's row
