@@ -74,6 +74,12 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if not ctx.writer_id:
         raise MissingWriterIdError("delta")
     uri, storage = options.path, options.storage_options
+    if options.upsert:
+        raise ConfigurationError(
+            "sink 'delta': mode 'upsert' is not supported on engine 'delta-spark' yet (engine "
+            "'auto' chose it: Delta's jars are on the classpath); set engine='delta-rs', which "
+            "commits the upsert and its proof in one Delta commit"
+        )
     if storage:
         raise ConfigurationError(
             "engine 'delta-spark' writes through Spark's Delta writer, which takes its store "

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -41,16 +41,31 @@ def add_path(relative: str) -> str:
     return quote(relative, safe="/=")
 
 
+class Conflict(SinkError):
+    """A commit landed between the snapshot an upsert was planned on and its commit, and it
+    touched what the upsert read: the upsert must be planned again on the newer table."""
+
+
 def actions(
-    ctx: BatchContext, files: list[Any], proof: Proof, attempt: str, read_version: int
+    ctx: BatchContext,
+    files: list[Any],
+    proof: Proof,
+    attempt: str,
+    read_version: int,
+    *,
+    removes: Sequence[Any] = (),
+    merge: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The commit's actions: ``commitInfo`` (with the proof), ``txn``, one ``add`` per file."""
+    """The commit's actions: ``commitInfo`` (with the proof), ``txn``, one ``remove`` per
+    file of ``removes`` (:class:`eosink_delta.files.TableFile`), one ``add`` per file.
+    ``merge``: the operation parameters of an upsert (a MERGE, not a blind append)."""
+    now = int(time.time() * 1000)
     info = {
-        "timestamp": int(time.time() * 1000),
-        "operation": "WRITE",
-        "operationParameters": {"mode": "Append"},
+        "timestamp": now,
+        "operation": "WRITE" if merge is None else "MERGE",
+        "operationParameters": {"mode": "Append"} if merge is None else merge,
         "readVersion": read_version,
-        "isBlindAppend": True,
+        "isBlindAppend": merge is None,
         "engineInfo": ENGINE_INFO,
         PROOF_KEY: proof.to_json(),
         ATTEMPT_KEY: attempt,
@@ -67,6 +82,20 @@ def actions(
             }
         },
     ]
+    for r in removes:
+        out.append(
+            {
+                "remove": {
+                    "path": r.path,
+                    "deletionTimestamp": now,
+                    "dataChange": True,
+                    "extendedFileMetadata": True,
+                    "partitionValues": dict(r.partition_values),
+                    "size": r.size,
+                    **({"deletionVector": r.deletion_vector} if r.deletion_vector else {}),
+                }
+            }
+        )
     for f in files:
         out.append(
             {
@@ -110,6 +139,7 @@ def publish(
     commit: list[dict[str, Any]],
     attempt: str,
     revalidate: Callable[[LogView], None],
+    conflicts: Callable[[list[tuple[int, list[dict[str, Any]]]]], str | None] | None = None,
 ) -> int:
     """Create the commit at the version after ``view``'s; the version it got.
 
@@ -124,6 +154,11 @@ def publish(
     (:class:`AlreadyCommitted`); a new ``metaData`` or ``protocol`` is checked by
     ``revalidate``, which raises when the batch no longer fits. Otherwise the next version is
     tried. ``view`` ends at the version of our commit, applied without reading it back.
+
+    ``conflicts`` (an upsert's): the reason why commits that landed after ``view`` make the
+    planned commit wrong, or ``None``; a reason raises :class:`Conflict` (nothing committed,
+    the view moved past those commits). When the log was cleaned up past ``view``, the
+    commits in between cannot be read: that is a conflict too.
     """
     import obstore
     from obstore.exceptions import AlreadyExistsError
@@ -143,7 +178,12 @@ def publish(
                     "the batch is not committed and will be written again when the query "
                     "restarts"
                 )
-            _decide(view, ctx, newer, attempt, revalidate, changed=True)
+            _decide(view, ctx, newer, attempt, revalidate, conflicts, changed=True)
+            if conflicts is not None:
+                raise Conflict(
+                    f"{ctx.label}: the log was cleaned up past the version the upsert was "
+                    "planned on"
+                )
         version = view.version + 1
         try:
             obstore.put(table_log.store, table_log.key(commit_path(version)), body, mode="create")
@@ -160,7 +200,7 @@ def publish(
             view.apply(version, commit)
             return version
         newer = table_log.advance(view)
-        landed_at = _decide(view, ctx, newer, attempt, revalidate)
+        landed_at = _decide(view, ctx, newer, attempt, revalidate, conflicts)
         if landed_at is not None:
             return landed_at
         log.debug("delta.commit_retried", writer=ctx.writer_id, version=view.version + 1)
@@ -172,6 +212,7 @@ def _decide(
     newer: list[tuple[int, list[dict[str, Any]]]],
     attempt: str,
     revalidate: Callable[[LogView], None],
+    conflicts: Callable[[list[tuple[int, list[dict[str, Any]]]]], str | None] | None = None,
     *,
     changed: bool = False,
 ) -> int | None:
@@ -188,6 +229,9 @@ def _decide(
         )
     if changed or any(_changes_table(c) for _, c in newer):
         revalidate(view)
+    reason = conflicts(newer) if conflicts is not None else None
+    if reason is not None:
+        raise Conflict(f"{ctx.label}: {reason}")
     return None
 
 

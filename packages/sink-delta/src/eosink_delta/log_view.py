@@ -296,6 +296,8 @@ class _Kept:
 
 #: The name of this process's kept log views (table URI -> :class:`_Kept`).
 KEPT = "eosink_delta.log_views"
+#: :data:`eosink_delta.files.KEPT`: a table's file index goes with its view.
+FILE_INDEXES = "eosink_delta.file_indexes"
 _kept_lock = threading.Lock()
 
 
@@ -336,6 +338,7 @@ def _brought_up_to_date(table_log: TableLog, view: LogView) -> LogView | None:
     """The view with the commits after it, or opened anew when its own commit is gone."""
     if not table_log.exists(commit_path(view.version)):
         log.info("delta.log_view_reopened", table=table_log.uri, version=view.version)
+        process_state(FILE_INDEXES).pop(table_log.uri, None)
         return table_log.open()
     table_log.advance(view)
     return view
@@ -351,6 +354,7 @@ def refresh(uri: str) -> None:
 
 
 def forget(uri: str) -> None:
-    """Drop this process's kept view of ``uri``."""
+    """Drop this process's kept view of ``uri`` (and its file index)."""
     with _kept_lock:
         process_state(KEPT).pop(uri, None)
+        process_state(FILE_INDEXES).pop(uri, None)

@@ -13,6 +13,7 @@ Engine = Literal["delta-rs", "delta-spark", "auto"]
 ENGINES = ("delta-rs", "delta-spark", "auto")
 FILE_WRITERS = ("auto", "spark", "arrow")
 COMPRESSIONS = ("snappy", "zstd", "gzip", "lz4", "brotli", "none")
+MODES = ("append", "upsert")
 
 
 def table_uri(path: str) -> str:
@@ -20,6 +21,13 @@ def table_uri(path: str) -> str:
     if not path or not str(path).strip():
         raise ConfigurationError("sink 'delta': option path is empty; set it to the table's folder")
     return location(path)
+
+
+def _optional_name(value: object) -> str | None:
+    """A column name, ``None`` when absent or blank (Spark passes every option as a string)."""
+    if value is None:
+        return None
+    return str(value).strip() or None
 
 
 @attrs.frozen
@@ -45,6 +53,12 @@ class DeltaOptions:
     cannot arbitrate two writers racing for one table version (one that ignores conditional
     creates, or ``AWS_S3_ALLOW_UNSAFE_RENAME``), on the promise that one query at a time
     writes the table.
+
+    ``mode``: ``append`` (default) or ``upsert``: keyed upserts (:mod:`eosink_delta.upsert`),
+    where after each batch the table holds, for each ``key`` (one or more columns), the row of
+    the latest committed batch that carried it; Spark's ``update`` output mode needs it.
+    ``order_by``: in upsert mode, a column whose greatest value picks the row of a key a batch
+    holds more than once (without it such a batch is refused).
     """
 
     path: str = attrs.field(converter=table_uri)
@@ -62,6 +76,13 @@ class DeltaOptions:
         hash=False,
     )
     single_writer: bool = False
+    mode: str = attrs.field(default="append", converter=lambda v: str(v).strip().lower())
+    key: tuple[str, ...] = attrs.field(default=(), converter=names)
+    order_by: str | None = attrs.field(default=None, converter=lambda v: _optional_name(v))
+
+    @property
+    def upsert(self) -> bool:
+        return self.mode == "upsert"
 
     def __attrs_post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -86,3 +107,41 @@ class DeltaOptions:
             )
         if self.row_group_rows < 1:
             raise ConfigurationError("sink 'delta': row_group_rows must be a positive integer")
+        self._check_upsert()
+
+    def _check_upsert(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigurationError(
+                f"sink 'delta': mode {self.mode!r} is unknown; use one of {', '.join(MODES)} "
+                "(Spark's complete output mode needs no option)"
+            )
+        if self.upsert and not self.key:
+            raise ConfigurationError(
+                "sink 'delta': mode 'upsert' needs option key, the columns that identify a row, "
+                "e.g. key=['user_id'] (from Spark: .option('key', 'user_id'))"
+            )
+        if self.key and not self.upsert:
+            raise ConfigurationError(
+                "sink 'delta': option key is for mode 'upsert'; set mode='upsert' or drop key"
+            )
+        if self.order_by is not None and not self.upsert:
+            raise ConfigurationError(
+                "sink 'delta': option order_by is for mode 'upsert'; set mode='upsert' (with "
+                "key) or drop order_by"
+            )
+        if len(set(self.key)) != len(self.key):
+            raise ConfigurationError(
+                f"sink 'delta': option key names a column twice ({list(self.key)}); name each "
+                "key column once"
+            )
+        if self.order_by is not None and self.order_by in self.key:
+            raise ConfigurationError(
+                f"sink 'delta': order_by {self.order_by!r} is a key column, so it cannot order "
+                "the rows of one key; name another column (e.g. an event time or a version)"
+            )
+        if self.upsert and self.engine == "delta-spark":
+            raise ConfigurationError(
+                "sink 'delta': mode 'upsert' is not supported on engine 'delta-spark' yet; use "
+                "engine='delta-rs' (the default), which commits the upsert and its proof in one "
+                "Delta commit"
+            )

@@ -48,7 +48,7 @@ from eosink.plugin import (
     hookimpl,
 )
 from eosink.logs import get_logger
-from eosink_delta import log_commit, spark_file_writer
+from eosink_delta import log_commit, spark_file_writer, upsert
 from eosink_delta.complete_mode import check_files_exist, commit_complete
 from eosink_delta.log_view import LogView, viewed
 from eosink_delta.operator_hooks import DeltaOperatorHooks
@@ -71,7 +71,7 @@ from eosink_delta.table import (
     is_delta_table,
     unsupported_partition_type,
 )
-from eosink_delta.writer_features import check_blind_append
+from eosink_delta.writer_features import check_blind_append, check_upsert
 
 log = get_logger("eosink.delta")
 
@@ -107,6 +107,11 @@ class DeltaSink(DeltaOperatorHooks, Sink):
 
     # -- driver ----------------------------------------------------------------------------
     @hookimpl
+    def upsert_key(self) -> tuple[str, ...] | None:
+        """The key rows are replaced by in ``mode="upsert"`` (:mod:`eosink_delta.upsert`)."""
+        return tuple(self.options.key) if self.options.upsert else None
+
+    @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         self._check_store()
         # eosink's view of the log decides (a HEAD and a GET when nothing is new); only a batch
@@ -130,6 +135,8 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         self._check_store()
         stream = normalize_schema(schema)
         wanted = self.options.partition_by
+        if self.options.upsert:  # before the table is created: the stream's own problems
+            upsert.check_options(self.uri, self.options, stream, wanted, ctx.mode)
         # The kept view as it is: what init checks rarely changes, and commit checks it again
         # against every commit after it.
         with viewed(self.uri, self.storage, fresh=False) as seen:
@@ -174,6 +181,9 @@ class DeltaSink(DeltaOperatorHooks, Sink):
                 f"the stream lacks {missing}; select those columns in the query"
             )
         self._check_partition_types(stream, partition_by)
+        if self.options.upsert:
+            upsert.check_options(self.uri, self.options, stream, partition_by, ctx.mode)
+            upsert.check_table_key(self.uri, self.options, list(fields_of(view.schema_string)))
         checked = check_schema(
             fields_of(view.schema_string),
             stream,
@@ -226,6 +236,8 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         which does not enforce generated columns or invariants on the files it adds either."""
         check_table_features(self.uri, view.configuration, engine="delta-rs", mode=ctx.mode)
         check_blind_append(self.uri, view)
+        if self.options.upsert:
+            check_upsert(self.uri, view)
 
     def _check_new_partitions(self, stream: pa.Schema, wanted: tuple[str, ...]) -> None:
         missing = [c for c in wanted if c not in stream.names]
@@ -256,7 +268,9 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         self, ctx: BatchContext, state: DeltaState, messages: list[DeltaMessage], proof: Proof
     ) -> None:
         files = [f for m in messages for f in m.files]
-        if ctx.mode != "complete":
+        if self.options.upsert:
+            upsert.commit_upsert(self, ctx, state, files, proof)
+        elif ctx.mode != "complete":
             self._append(ctx, state, files, proof)
         else:
             commit_complete(self.uri, self.storage, ctx, state, files, proof)

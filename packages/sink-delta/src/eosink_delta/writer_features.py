@@ -138,3 +138,23 @@ def check_blind_append(uri: str, view: LogView) -> None:
             "table without it, or use engine='delta-spark' on a Spark with Delta. Nothing was "
             "written."
         )
+
+
+def check_upsert(uri: str, view: LogView) -> None:
+    """Refuse a table an upsert's commit (removes of rewritten files) would break: an
+    append-only table, or one with the change data feed on (a partial rewrite must write
+    change files, which eosink's commit does not)."""
+    config = view.configuration
+    problems = []
+    if str(config.get("delta.appendOnly", "false")).lower() == "true":
+        problems.append("it is append-only (delta.appendOnly=true): an upsert removes files")
+    if str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true":
+        problems.append(
+            "its change data feed is on (delta.enableChangeDataFeed=true): an upsert that "
+            "rewrites files must write change files, which eosink's commit does not"
+        )
+    if problems:
+        raise ConfigurationError(
+            f"sink 'delta': mode 'upsert' cannot write the table at {uri}: {'; '.join(problems)}."
+            " Write to a table without it, or use mode='append'. Nothing was written."
+        )
