@@ -332,6 +332,42 @@ def test_a_batch_touching_one_key_rewrites_only_the_files_that_may_hold_it(catal
     assert len(values(catalog)) == 300
 
 
+def test_a_batch_of_many_keys_reads_only_the_files_that_may_hold_them(catalog, monkeypatch):
+    """pyiceberg stops pruning by column bounds for an ``In`` of more than 200 values: a batch
+    of 300 keys would read every file of the table to rewrite the one holding them (O(table)
+    per batch). The filter must keep pruning: only the files whose bounds hold a key are read.
+    """
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    sink = upsert_sink(catalog)
+    for batch in range(30):  # 30 files of 100 keys each: file b holds keys b*1000..b*1000+99
+        keys = list(range(batch * 1000, batch * 1000 + 100))
+        assert run(sink, batch, [kv(keys, "a")]).status == "committed"
+    read = []
+    real = ArrowScan.to_table
+
+    def counting(self, tasks):
+        tasks = list(tasks)
+        read.extend(t.file.file_path for t in tasks)
+        return real(self, tasks)
+
+    monkeypatch.setattr(ArrowScan, "to_table", counting)
+    keys = [*range(3000, 3050), *range(17_000, 17_100)]
+    keys += list(range(40_000, 40_150))  # new keys, beyond every file
+    head = load(catalog).metadata.current_snapshot_id
+    assert run(sink, 30, [kv(keys, "b")]).status == "committed"
+    monkeypatch.setattr(ArrowScan, "to_table", real)
+    assert len(keys) == 300
+    # file 3 (rewritten) and file 17 (read to find every row matches: dropped whole)
+    assert len(set(read)) == 2, sorted(read)
+    summaries = _commit_summaries(catalog, head)
+    assert _total(summaries, "deleted-data-files") == 2, summaries
+    assert _total(summaries, "added-data-files") == 2, summaries  # file 3's rest, the batch
+    got = values(catalog)
+    assert len(got) == 3000 + 150
+    assert got[3049] == "b3049" and got[3050] == "a3050" and got[17_050] == "b17050"
+
+
 # -- a concurrent writer ---------------------------------------------------------------------
 def _foreign_at_commit(action):
     """Run ``action`` once, when the sink has planned its commit and not yet sent it."""

@@ -23,6 +23,9 @@ import pyarrow.parquet as pq
 
 from eosink.plugin import ConfigurationError
 
+#: The most values of one ``In`` pyiceberg still prunes files by (its ``IN_PREDICATE_LIMIT``).
+IN_LIMIT = 200
+
 #: Keys are matched by value: types whose equality a filter cannot express are refused.
 _UNKEYABLE = (pa.types.is_floating, pa.types.is_nested, pa.types.is_binary)
 
@@ -88,7 +91,13 @@ def match_filter(keys: pa.Table, key: tuple[str, ...]) -> Any:
         return AlwaysFalse()
     values = {k: _literals(keys.column(k)) for k in key}
     if len(key) == 1:
-        return In(key[0], set(values[key[0]]))
+        # pyiceberg prunes files by an ``In``'s values only up to 200 of them (beyond, every
+        # file "might match" and a batch would read the whole table): an ``Or`` of ``In``s
+        # of at most that many each keeps the pruning exact (pyiceberg balances the tree)
+        ordered = sorted(set(values[key[0]]))
+        chunks = [ordered[i : i + IN_LIMIT] for i in range(0, len(ordered), IN_LIMIT)]
+        terms = [In(key[0], set(chunk)) for chunk in chunks]
+        return terms[0] if len(terms) == 1 else Or(*terms)
     terms = [
         And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)
     ]
