@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import logging
 from typing import Any
 
 import pyarrow as pa
@@ -369,8 +370,9 @@ def test_a_batch_of_many_keys_reads_only_the_files_that_may_hold_them(catalog, m
 
 
 # -- a concurrent writer ---------------------------------------------------------------------
-def _foreign_at_commit(action):
+def _foreign_at_commit(action, caplog):
     """Run ``action`` once, when the sink has planned its commit and not yet sent it."""
+    caplog.set_level(logging.INFO, logger="eosink.iceberg")
     done = []
 
     def handler(name: str) -> None:
@@ -382,6 +384,11 @@ def _foreign_at_commit(action):
     return done
 
 
+def lost_a_race(caplog) -> bool:
+    """Whether the sink's first commit was refused and it planned again."""
+    return "iceberg.commit_conflict" in caplog.text
+
+
 @pytest.fixture
 def no_crash_handler():
     yield
@@ -389,7 +396,7 @@ def no_crash_handler():
 
 
 def test_a_foreign_append_of_a_batch_key_between_plan_and_commit_is_replaced(
-    catalog, no_crash_handler
+    catalog, no_crash_handler, caplog
 ):
     """Another writer appends a row of key 3 after the sink planned its delete (on a head
     without it): the sink's commit must lose the race and be planned again, so the foreign row
@@ -402,27 +409,29 @@ def test_a_foreign_append_of_a_batch_key_between_plan_and_commit_is_replaced(
         table = load(catalog)
         table.append(pa.Table.from_batches([kv([3, 9], "f")]).cast(table.schema().as_arrow()))
 
-    done = _foreign_at_commit(foreign_append)
+    done = _foreign_at_commit(foreign_append, caplog)
     assert run(sink, 1, [kv([3, 4], "b")]).status == "committed"
-    assert done
+    assert done and lost_a_race(caplog)
     assert values(catalog) == {1: "a1", 2: "a2", 3: "b3", 4: "b4", 9: "f9"}
 
 
-def test_a_foreign_delete_between_plan_and_commit_is_not_undone(catalog, no_crash_handler):
+def test_a_foreign_delete_between_plan_and_commit_is_not_undone(
+    catalog, no_crash_handler, caplog
+):
     """Another writer deletes key 1 (whose file the sink's plan rewrites to drop key 2) after
     the plan: committing the old plan would bring key 1 back in the rewritten file."""
     from pyiceberg.expressions import EqualTo
 
     sink = upsert_sink(catalog)
     assert run(sink, 0, [kv([1, 2, 3], "a")]).status == "committed"
-    done = _foreign_at_commit(lambda: load(catalog).delete(EqualTo("id", 1)))
+    done = _foreign_at_commit(lambda: load(catalog).delete(EqualTo("id", 1)), caplog)
     assert run(sink, 1, [kv([2], "b")]).status == "committed"
-    assert done
+    assert done and lost_a_race(caplog)
     assert values(catalog) == {2: "b2", 3: "a3"}
 
 
 def test_files_rewritten_for_a_commit_that_lost_the_race_are_not_left_behind(
-    catalog, tmp_path, no_crash_handler
+    catalog, tmp_path, no_crash_handler, caplog
 ):
     """The plan that lost the race rewrote a file (to drop key 2 of [1, 2, 3]): no snapshot
     lists that rewrite; it must not stay in the table's folder."""
@@ -433,9 +442,9 @@ def test_files_rewritten_for_a_commit_that_lost_the_race_are_not_left_behind(
         table = load(catalog)
         table.append(pa.Table.from_batches([kv([9], "f")]).cast(table.schema().as_arrow()))
 
-    done = _foreign_at_commit(foreign_append)
+    done = _foreign_at_commit(foreign_append, caplog)
     assert run(sink, 1, [kv([2], "b")]).status == "committed"
-    assert done
+    assert done and lost_a_race(caplog)
     assert values(catalog) == {1: "a1", 2: "b2", 3: "a3", 9: "f9"}
     # files of snapshots still in the metadata are kept (the table's history); others are not
     table = load(catalog)
