@@ -86,9 +86,7 @@ def data_files(tmp_path) -> set[str]:
 
 
 def live_files(catalog: dict[str, str]) -> set[str]:
-    return {
-        t.file.file_path.removeprefix("file://") for t in load(catalog).scan().plan_files()
-    }
+    return {t.file.file_path.removeprefix("file://") for t in load(catalog).scan().plan_files()}
 
 
 # -- options ---------------------------------------------------------------------------------
@@ -415,9 +413,7 @@ def test_a_foreign_append_of_a_batch_key_between_plan_and_commit_is_replaced(
     assert values(catalog) == {1: "a1", 2: "a2", 3: "b3", 4: "b4", 9: "f9"}
 
 
-def test_a_foreign_delete_between_plan_and_commit_is_not_undone(
-    catalog, no_crash_handler, caplog
-):
+def test_a_foreign_delete_between_plan_and_commit_is_not_undone(catalog, no_crash_handler, caplog):
     """Another writer deletes key 1 (whose file the sink's plan rewrites to drop key 2) after
     the plan: committing the old plan would bring key 1 back in the rewritten file."""
     from pyiceberg.expressions import EqualTo

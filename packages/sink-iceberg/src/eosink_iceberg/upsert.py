@@ -98,9 +98,7 @@ def match_filter(keys: pa.Table, key: tuple[str, ...]) -> Any:
         chunks = [ordered[i : i + IN_LIMIT] for i in range(0, len(ordered), IN_LIMIT)]
         terms = [In(key[0], set(chunk)) for chunk in chunks]
         return terms[0] if len(terms) == 1 else Or(*terms)
-    terms = [
-        And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)
-    ]
+    terms = [And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)]
     return terms[0] if len(terms) == 1 else Or(*terms)
 
 
