@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import logging
 from typing import Any
 
 import pyarrow as pa
@@ -368,9 +367,9 @@ def test_a_batch_of_many_keys_reads_only_the_files_that_may_hold_them(catalog, m
 
 
 # -- a concurrent writer ---------------------------------------------------------------------
-def _foreign_at_commit(action, caplog):
-    """Run ``action`` once, when the sink has planned its commit and not yet sent it."""
-    caplog.set_level(logging.INFO, logger="eosink.iceberg")
+def _foreign_at_commit(action, monkeypatch) -> list[bool]:
+    """Run ``action`` once, when the sink has planned its commit and not yet sent it; returns
+    the outcomes of the sink's commits (``False``: the catalog refused it), filled as they go."""
     done = []
 
     def handler(name: str) -> None:
@@ -379,12 +378,15 @@ def _foreign_at_commit(action, caplog):
             action()
 
     set_crash_handler(handler)
-    return done
+    outcomes: list[bool] = []
+    real = IcebergSink._commit_on
 
+    def recorded(self, *args, **kwargs):
+        outcomes.append(real(self, *args, **kwargs))
+        return outcomes[-1]
 
-def lost_a_race(caplog) -> bool:
-    """Whether the sink's first commit was refused and it planned again."""
-    return "iceberg.commit_conflict" in caplog.text
+    monkeypatch.setattr(IcebergSink, "_commit_on", recorded)
+    return outcomes
 
 
 @pytest.fixture
@@ -394,7 +396,7 @@ def no_crash_handler():
 
 
 def test_a_foreign_append_of_a_batch_key_between_plan_and_commit_is_replaced(
-    catalog, no_crash_handler, caplog
+    catalog, no_crash_handler, monkeypatch
 ):
     """Another writer appends a row of key 3 after the sink planned its delete (on a head
     without it): the sink's commit must lose the race and be planned again, so the foreign row
@@ -407,27 +409,29 @@ def test_a_foreign_append_of_a_batch_key_between_plan_and_commit_is_replaced(
         table = load(catalog)
         table.append(pa.Table.from_batches([kv([3, 9], "f")]).cast(table.schema().as_arrow()))
 
-    done = _foreign_at_commit(foreign_append, caplog)
+    outcomes = _foreign_at_commit(foreign_append, monkeypatch)
     assert run(sink, 1, [kv([3, 4], "b")]).status == "committed"
-    assert done and lost_a_race(caplog)
+    assert outcomes == [False, True]  # refused, planned again on the new head, committed
     assert values(catalog) == {1: "a1", 2: "a2", 3: "b3", 4: "b4", 9: "f9"}
 
 
-def test_a_foreign_delete_between_plan_and_commit_is_not_undone(catalog, no_crash_handler, caplog):
+def test_a_foreign_delete_between_plan_and_commit_is_not_undone(
+    catalog, no_crash_handler, monkeypatch
+):
     """Another writer deletes key 1 (whose file the sink's plan rewrites to drop key 2) after
     the plan: committing the old plan would bring key 1 back in the rewritten file."""
     from pyiceberg.expressions import EqualTo
 
     sink = upsert_sink(catalog)
     assert run(sink, 0, [kv([1, 2, 3], "a")]).status == "committed"
-    done = _foreign_at_commit(lambda: load(catalog).delete(EqualTo("id", 1)), caplog)
+    outcomes = _foreign_at_commit(lambda: load(catalog).delete(EqualTo("id", 1)), monkeypatch)
     assert run(sink, 1, [kv([2], "b")]).status == "committed"
-    assert done and lost_a_race(caplog)
+    assert outcomes == [False, True]  # refused, planned again on the new head, committed
     assert values(catalog) == {2: "b2", 3: "a3"}
 
 
 def test_files_rewritten_for_a_commit_that_lost_the_race_are_not_left_behind(
-    catalog, tmp_path, no_crash_handler, caplog
+    catalog, tmp_path, no_crash_handler, monkeypatch
 ):
     """The plan that lost the race rewrote a file (to drop key 2 of [1, 2, 3]): no snapshot
     lists that rewrite; it must not stay in the table's folder."""
@@ -438,9 +442,9 @@ def test_files_rewritten_for_a_commit_that_lost_the_race_are_not_left_behind(
         table = load(catalog)
         table.append(pa.Table.from_batches([kv([9], "f")]).cast(table.schema().as_arrow()))
 
-    done = _foreign_at_commit(foreign_append, caplog)
+    outcomes = _foreign_at_commit(foreign_append, monkeypatch)
     assert run(sink, 1, [kv([2], "b")]).status == "committed"
-    assert done and lost_a_race(caplog)
+    assert outcomes == [False, True]  # refused, planned again on the new head, committed
     assert values(catalog) == {1: "a1", 2: "b2", 3: "a3", 9: "f9"}
     # files of snapshots still in the metadata are kept (the table's history); others are not
     table = load(catalog)
@@ -450,3 +454,17 @@ def test_files_rewritten_for_a_commit_that_lost_the_race_are_not_left_behind(
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
                 referenced.add(entry.data_file.file_path.removeprefix("file://"))
     assert data_files(tmp_path) == referenced
+
+
+def test_keep_snapshots_counts_the_snapshots_of_an_upsert_commit(catalog):
+    """An upsert commit adds up to three snapshots (the delete, the rewrite, the append), each
+    carrying the proof: with ``keep_snapshots=1`` the commit expires its own first ones, and
+    the table, its proof and replays stay right."""
+    sink = upsert_sink(catalog, keep_snapshots=1)
+    assert run(sink, 0, [kv([1, 2, 3], "a")]).status == "committed"
+    assert run(sink, 1, [kv([2], "b")]).status == "committed"  # a delete and a rewrite
+    assert run(sink, 2, [kv([3, 4], "c")]).status == "committed"
+    assert values(catalog) == {1: "a1", 2: "b2", 3: "c3", 4: "c4"}
+    assert len(load(catalog).metadata.snapshots) == 1
+    assert run(upsert_sink(catalog), 2, [kv([3], "z")]).status == "skipped"
+    assert values(catalog) == {1: "a1", 2: "b2", 3: "c3", 4: "c4"}

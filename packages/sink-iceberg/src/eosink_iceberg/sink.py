@@ -10,13 +10,15 @@
   task attempt (:mod:`eosink_iceberg.files`); no reader sees them: no snapshot lists them.
 * ``commit`` (driver) loads the table, refuses if this writer's proof already covers the batch
   (``AlreadyCommitted``), then makes one catalog commit holding a fast append of the files
-  (``complete`` mode: a delete of every current file, then the append) whose snapshot summary
-  carries the proof, and the writer's proof property (:mod:`eosink_iceberg.proof`), which
-  snapshot expiry never removes. The commit asserts the main branch's head it started from: a
-  concurrent commit makes it fail, and then it is decided again on the table loaded anew (the
-  proof checked again), up to ``commit_retries`` times. pyiceberg's own retries, which would
-  re-commit the same files without checking the proof, are off for these commits: a zombie
-  attempt of a batch another attempt committed loses cleanly instead of writing it twice.
+  (``complete`` mode: a delete of every current file, then the append; ``mode=upsert``: a
+  delete of the table's rows of the batch's keys, :mod:`eosink_iceberg.upsert`, whose rewrites
+  a refused commit deletes) whose snapshot summary carries the proof, and the writer's proof
+  property (:mod:`eosink_iceberg.proof`), which snapshot expiry never removes. The commit
+  asserts the main branch's head it started from: a concurrent commit makes it fail, and then
+  it is decided again on the table loaded anew (the proof checked again), up to
+  ``commit_retries`` times. pyiceberg's own retries, which would re-commit the same files
+  without checking the proof, are off for these commits: a zombie attempt of a batch another
+  attempt committed loses cleanly instead of writing it twice.
 * ``is_committed`` reads the writer's proof property of the freshly loaded table.
 * ``abort`` deletes an attempt's files only when its commit is not in the table and no commit
   of it is in doubt: a commit whose reply was lost may land after anyone looked

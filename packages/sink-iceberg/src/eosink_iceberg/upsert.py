@@ -9,7 +9,7 @@ appends the files: pyiceberg's copy-on-write delete drops the files whose rows a
 rewrites the others, pruning by partition values and column bounds, so a batch costs its own
 rows plus the files that may hold its keys. The transaction asserts the branch head it was
 planned on: a concurrent commit makes it fail, and it is planned again on the new head (never
-a lost update).
+a lost update); the files the refused plan rewrote are deleted (:mod:`eosink_iceberg.sink`).
 """
 
 from __future__ import annotations
@@ -83,8 +83,10 @@ def check_batch_keys(keys: pa.Table, key: tuple[str, ...], label: str) -> None:
 
 
 def match_filter(keys: pa.Table, key: tuple[str, ...]) -> Any:
-    """The pyiceberg row filter matching the table's rows of the batch's keys (``In`` for one
-    key column; for several, an ``Or`` of one ``And`` of equalities per key)."""
+    """The pyiceberg row filter matching the table's rows of the batch's keys (for one key
+    column an ``In``, or an ``Or`` of ``In``s of at most :data:`IN_LIMIT` values each; for
+    several, an ``Or`` of one ``And`` of equalities per key): each value prunes files by the
+    column's bounds."""
     from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, Or
 
     if not keys.num_rows:
