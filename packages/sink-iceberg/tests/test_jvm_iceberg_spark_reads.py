@@ -18,8 +18,10 @@ returns from the twin, and nothing the predicate fails.
 The tables: every column type with the values where statistics and partitions go wrong (long
 strings, line separators, NaN, the infinities and ``-0.0``, decimals of scale 10, the first and
 last dates and timestamps, binary, a struct), unpartitioned, partitioned by identity on odd
-values, by bucket, truncate, day, month and year, written in complete mode, and a table other
-writers share (pyiceberg's appends, a column added, snapshots expired, a tag and a branch).
+values, by bucket, truncate, day, month and year, written in complete mode, written by keyed
+upserts (rows replaced and moved between partitions, files rewritten by pyiceberg's
+copy-on-write delete), and a table other writers share (pyiceberg's appends, a column added,
+snapshots expired, a tag and a branch).
 
 All the Spark work is one process: the whole reads, the twins' writes, then per table (and
 twin) one query whose branches (``UNION ALL``) each scan the table with one predicate, so the
@@ -355,6 +357,15 @@ class Written:
         return predicates(self.rows, self.types or {})
 
 
+def upserted_batch(batch: int) -> pa.RecordBatch:
+    """:func:`wide_batch`'s rows keyed by ids ``0..7``: six of them a batch, each batch moving
+    on by two, so each replaces rows of earlier batches (their other columns changed)."""
+    rows = wide_batch(batch)
+    ids = pa.array([(batch * 2 + i) % 8 for i in range(rows.num_rows)], pa.int64())
+    columns = {"id": ids, **{n: rows.column(n) for n in rows.schema.names if n != "id"}}
+    return pa.record_batch(columns)
+
+
 def write(catalog: dict[str, str], name: str, **options: Any) -> IcebergSink:
     return IcebergSink(table=f"lake.{name}", catalog=catalog, **options)
 
@@ -409,6 +420,19 @@ def tables(catalog) -> dict[str, Written]:
         rows = wide_batch(batch)
         assert run(sink, batch, [rows], mode="complete").status == "committed"
         complete.rows = rows.to_pylist()
+
+    # keyed upserts: four batches, each replacing six of eight keys, rows moving between
+    # partitions (pyiceberg's copy-on-write rewrites the files that held other keys too)
+    upserted = out["upserted"] = Written("upserted", None)  # whole reads: the wide types
+    sink = write(catalog, "upserted", partition_by=["b"], mode="upsert", key=["id"])
+    latest: dict[int, dict[str, Any]] = {}
+    for batch in range(4):
+        rows = upserted_batch(batch)
+        assert run(sink, batch, [rows]).status == "committed"  # files of two rows
+        latest.update({r["id"]: r for r in rows.to_pylist()})
+    upserted.rows = list(latest.values())
+    operations = [s.summary.operation.value for s in load(catalog, upserted.table).snapshots()]
+    assert "overwrite" in operations, operations  # files partly matching were rewritten
 
     # a table other programs share: pyiceberg appends and adds a column between eosink's
     # batches, expires the snapshots, and tags and branches the current one
@@ -575,7 +599,7 @@ def floats(predicate: Predicate) -> bool:
 
 
 KINDS = {**WIDE, "note": "string", "st": ""}
-NAMES = ["unpartitioned", "identity", "transforms", "complete", "shared"]
+NAMES = ["unpartitioned", "identity", "transforms", "complete", "shared", "upserted"]
 FILTERED = ["unpartitioned", "identity", "transforms", "shared"]
 
 

@@ -10,13 +10,15 @@
   task attempt (:mod:`eosink_iceberg.files`); no reader sees them: no snapshot lists them.
 * ``commit`` (driver) loads the table, refuses if this writer's proof already covers the batch
   (``AlreadyCommitted``), then makes one catalog commit holding a fast append of the files
-  (``complete`` mode: a delete of every current file, then the append) whose snapshot summary
-  carries the proof, and the writer's proof property (:mod:`eosink_iceberg.proof`), which
-  snapshot expiry never removes. The commit asserts the main branch's head it started from: a
-  concurrent commit makes it fail, and then it is decided again on the table loaded anew (the
-  proof checked again), up to ``commit_retries`` times. pyiceberg's own retries, which would
-  re-commit the same files without checking the proof, are off for these commits: a zombie
-  attempt of a batch another attempt committed loses cleanly instead of writing it twice.
+  (``complete`` mode: a delete of every current file, then the append; ``mode=upsert``: a
+  delete of the table's rows of the batch's keys, :mod:`eosink_iceberg.upsert`, whose rewrites
+  a refused commit deletes) whose snapshot summary carries the proof, and the writer's proof
+  property (:mod:`eosink_iceberg.proof`), which snapshot expiry never removes. The commit
+  asserts the main branch's head it started from: a concurrent commit makes it fail, and then
+  it is decided again on the table loaded anew (the proof checked again), up to
+  ``commit_retries`` times. pyiceberg's own retries, which would re-commit the same files
+  without checking the proof, are off for these commits: a zombie attempt of a batch another
+  attempt committed loses cleanly instead of writing it twice.
 * ``is_committed`` reads the writer's proof property of the freshly loaded table.
 * ``abort`` deletes an attempt's files only when its commit is not in the table and no commit
   of it is in doubt: a commit whose reply was lost may land after anyone looked
@@ -323,6 +325,9 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             expire_beyond(
                 txn, self.options.keep_snapshots, guard=checks_requirements_itself(table.catalog)
             )
+        # the files pyiceberg's copy-on-write delete wrote, listed now: a refused commit
+        # deletes the manifests that name them
+        rewrites = self._rewrites(table, txn, files) if replaced is not None else []
         crash_point("commit:checked")
         if marker is not None:
             marker.before_send(state.attempt, state.table_uuid)
@@ -331,12 +336,44 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         except CommitFailedException:
             if marker is not None:
                 marker.known()
+            self._delete_rewrites(table.io, rewrites)
             return False
         except Exception as exc:  # noqa: BLE001 - the catalog's reply is lost or unclear
             self._unknown_outcome(ctx, state, exc)
         if marker is not None:
             marker.known()
         return True
+
+    def _rewrites(self, table: Any, txn: Any, files: list[IcebergFile]) -> list[str]:
+        """The data files the transaction's copy-on-write delete wrote (the rows it kept of
+        files it rewrote): those its new snapshots add, the batch's own files aside. Only the
+        manifests the transaction wrote are read."""
+        ours = {f.path for f in files}
+        before = {s.snapshot_id for s in table.metadata.snapshots}
+        paths = []
+        for snapshot in txn.table_metadata.snapshots:
+            if snapshot.snapshot_id in before:
+                continue
+            for manifest in snapshot.manifests(table.io):
+                if manifest.added_snapshot_id != snapshot.snapshot_id:
+                    continue
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                    path = entry.data_file.file_path
+                    if entry.snapshot_id == snapshot.snapshot_id and path not in ours:
+                        paths.append(path)
+        return paths
+
+    def _delete_rewrites(self, io: Any, paths: list[str]) -> None:
+        """Delete the files a refused plan rewrote: no snapshot will ever list them, and their
+        names are pyiceberg's, which ``eosink cleanup`` leaves alone. The refusal is certain
+        (``CommitFailedException``): nothing can commit them later; the next plan, on the new
+        head, rewrites what it needs anew. A file that cannot be deleted stays an orphan, as
+        after a crash between plan and commit."""
+        for path in paths:
+            try:
+                io.delete(path)
+            except OSError as exc:
+                log.warning("iceberg.rewrite_not_deleted", table=self.table_name, error=str(exc))
 
     def _unknown_outcome(self, ctx: BatchContext, state: IcebergState, exc: Exception) -> None:
         """A commit failed in a way that does not say whether it landed: look."""

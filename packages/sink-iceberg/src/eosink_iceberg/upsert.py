@@ -9,7 +9,7 @@ appends the files: pyiceberg's copy-on-write delete drops the files whose rows a
 rewrites the others, pruning by partition values and column bounds, so a batch costs its own
 rows plus the files that may hold its keys. The transaction asserts the branch head it was
 planned on: a concurrent commit makes it fail, and it is planned again on the new head (never
-a lost update).
+a lost update); the files the refused plan rewrote are deleted (:mod:`eosink_iceberg.sink`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eosink.plugin import ConfigurationError
+
+#: The most values of one ``In`` pyiceberg still prunes files by (its ``IN_PREDICATE_LIMIT``).
+IN_LIMIT = 200
 
 #: Keys are matched by value: types whose equality a filter cannot express are refused.
 _UNKEYABLE = (pa.types.is_floating, pa.types.is_nested, pa.types.is_binary)
@@ -80,18 +83,24 @@ def check_batch_keys(keys: pa.Table, key: tuple[str, ...], label: str) -> None:
 
 
 def match_filter(keys: pa.Table, key: tuple[str, ...]) -> Any:
-    """The pyiceberg row filter matching the table's rows of the batch's keys (``In`` for one
-    key column; for several, an ``Or`` of one ``And`` of equalities per key)."""
+    """The pyiceberg row filter matching the table's rows of the batch's keys (for one key
+    column an ``In``, or an ``Or`` of ``In``s of at most :data:`IN_LIMIT` values each; for
+    several, an ``Or`` of one ``And`` of equalities per key): each value prunes files by the
+    column's bounds."""
     from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, Or
 
     if not keys.num_rows:
         return AlwaysFalse()
     values = {k: _literals(keys.column(k)) for k in key}
     if len(key) == 1:
-        return In(key[0], set(values[key[0]]))
-    terms = [
-        And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)
-    ]
+        # pyiceberg prunes files by an ``In``'s values only up to 200 of them (beyond, every
+        # file "might match" and a batch would read the whole table): an ``Or`` of ``In``s
+        # of at most that many each keeps the pruning exact (pyiceberg balances the tree)
+        ordered = sorted(set(values[key[0]]))
+        chunks = [ordered[i : i + IN_LIMIT] for i in range(0, len(ordered), IN_LIMIT)]
+        terms = [In(key[0], set(chunk)) for chunk in chunks]
+        return terms[0] if len(terms) == 1 else Or(*terms)
+    terms = [And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)]
     return terms[0] if len(terms) == 1 else Or(*terms)
 
 
