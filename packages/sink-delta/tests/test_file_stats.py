@@ -340,7 +340,9 @@ def test_a_timestamp_in_the_last_millisecond_of_year_9999_is_bounded(tmp_path):
     batch = pa.record_batch(
         {
             "id": pa.array([1, 2], pa.int64()),
-            "t": pa.array([dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), last], pa.timestamp("us", "UTC")),
+            "t": pa.array(
+                [dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), last], pa.timestamp("us", "UTC")
+            ),
         }
     )
     assert run(DeltaSink(path=path), 0, [batch]).status == "committed"

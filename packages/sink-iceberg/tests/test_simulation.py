@@ -279,8 +279,10 @@ class TestIcebergUpsertSimulation(TestIcebergSimulation):
     simulation_upsert_key = "key_int64"
 
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
-        return super().simulation_options().map(
-            lambda options: {**options, "mode": "upsert", "key": [self.simulation_upsert_key]}
+        return (
+            super()
+            .simulation_options()
+            .map(lambda options: {**options, "mode": "upsert", "key": [self.simulation_upsert_key]})
         )
 
 
