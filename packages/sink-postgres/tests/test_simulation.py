@@ -139,6 +139,7 @@ def test_seed_2248293131_a_real_read_back_as_text_is_the_float32_written(databas
     double with the float32: the kit's error, not the sink's. The judge now compares float32
     columns a reader gives as Python values at float32 precision."""
     kit = TestPostgresSimulation()
+    kit.simulation_upsert_key = None  # the history as it was found: no key column
     schema = pa.schema(
         [
             pa.field("id", pa.int64(), nullable=False),
