@@ -290,6 +290,19 @@ def test_a_keys_row_moves_to_another_partition(catalog):
     assert sorted(by_region.column("id").to_pylist()) == [1]
 
 
+@pytest.mark.parametrize("transform", ["bucket(4, region)", "truncate(1, region)"])
+def test_a_file_partly_replaced_under_a_transform_is_rewritten(catalog, transform):
+    """The rows a batch does not replace are written again in their partition, which
+    pyiceberg computes for a transform with pyiceberg-core (without it, the commit failed
+    with ``NotInstalledError``: the kit's keyed histories found it on a ``bucket`` spec)."""
+    sink = upsert_sink(catalog, partition_by=[transform])
+    first = kv([1, 2, 3, 4], "a", region=pa.array(["eu", "eu", "eu", "us"]))
+    assert run(sink, 0, [first]).status == "committed"
+    assert run(sink, 1, [kv([2], "b", region=pa.array(["eu"]))]).status == "committed"
+    got = {k[0]: r["v"] for k, r in held(catalog).items()}
+    assert got == {1: "a1", 2: "b2", 3: "a3", 4: "a4"}
+
+
 # -- cost --------------------------------------------------------------------------------------
 def _commit_summaries(catalog: dict[str, str], before: int) -> list[dict[str, str]]:
     """The summaries of the snapshots after snapshot ``before`` (one commit's, in order)."""
