@@ -24,21 +24,24 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
+import delta_foreign
 import polars as pl
 import polars_deltalake
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
-from deltalake import DeltaTable, QueryBuilder
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from delta_foreign import delta_foreign_steps
 from deltalake.exceptions import TableNotFoundError
 from eosink_delta.sink import DeltaSink
 from hypothesis import strategies as st
 
 from eosink.testing.arrow_data import COLUMN_TYPES
+from eosink.testing.partition_values import HIVE_NULL
 from eosink.testing.s3 import S3Endpoint, S3Faults, S3FaultTarget
 from eosink.testing.simulation import (
     ForeignStep,
@@ -47,6 +50,8 @@ from eosink.testing.simulation import (
     SimTarget,
     SinkSimulation,
 )
+from eosink.testing.simulation_foreign import FOREIGN_WRITER
+from eosink.testing.simulation_model import batch_of
 
 #: Every type of the kit: the delta sink stores them all (schema.py refuses none of them).
 DELTA_TYPES = tuple(COLUMN_TYPES)
@@ -193,14 +198,46 @@ class DeltaHistories(SinkSimulation):
     def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
         return sink_options()
 
+    #: Per history (``id`` of its spec): the foreign rows' (id, column) whose Hive null folder
+    #: name delta-rs' writer stored as null (:func:`hive_nulls_written`).
+    hive_nulls: dict[int, set[tuple[int, str]]] = {}
+
     def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
-        """Delta's protocol reads an empty partition value as null (as Spark writes ""), and
-        Hive's folder name for null, which Delta's writers take as null."""
-        nulls = ("", "__HIVE_DEFAULT_PARTITION__")
-        return {
-            name: None if name in spec.partition_by and value in nulls else value
-            for name, value in row.items()
-        }
+        """Delta's protocol reads an empty partition value as null (as Spark writes "", and
+        delta-rs' writer too). Hive's folder name for null, ``__HIVE_DEFAULT_PARTITION__``,
+        eosink's writer takes as null; delta-rs' writer (the foreign rows, whose writer is
+        ``FOREIGN_WRITER``) keeps it as the string, unless the same write put a null in the
+        same folder (:func:`hive_nulls_written`)."""
+        foreign = batch_of(row["id"])[0] == FOREIGN_WRITER
+        as_null = self.hive_nulls.get(id(spec), set())
+
+        def read(name: str, value: Any) -> Any:
+            if name not in spec.partition_by:
+                return value
+            if value == "":
+                return None
+            if value == HIVE_NULL and (not foreign or (row["id"], name) in as_null):
+                return None
+            return value
+
+        return {name: read(name, value) for name, value in row.items()}
+
+
+def hive_nulls_written(rows: pa.Table, partition_by: tuple[str, ...]) -> set[tuple[int, str]]:
+    """The (id, column) of the rows whose ``__HIVE_DEFAULT_PARTITION__`` delta-rs'
+    ``write_deltalake`` stores as null: it groups a write's rows by their partition folder,
+    where a null and that string share the name, and a folder holding a null in a column
+    gets a null partition value there for all its rows (delta-rs 1.6)."""
+    folders: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in rows.to_pylist():
+        folder = tuple(HIVE_NULL if row[c] is None else row[c] for c in partition_by)
+        folders.setdefault(folder, []).append(row)
+    out = set()
+    for members in folders.values():
+        for column in partition_by:
+            if any(r[column] is None for r in members):
+                out.update((r["id"], column) for r in members if r[column] == HIVE_NULL)
+    return out
 
 
 class TestDeltaSimulation(DeltaHistories):
@@ -226,8 +263,27 @@ class TestDeltaSimulation(DeltaHistories):
         self, spec: HistorySpec, target: SimTarget
     ) -> Mapping[str, ForeignStep]:
         """delta-rs appends, compacts, checkpoints, vacuums and cleans the log up between any
-        two steps (``delta_foreign``)."""
-        return delta_foreign_steps(spec, self.paths.pop(id(target)))
+        two steps (``delta_foreign``); what each of its writes stores as null is noted for
+        :meth:`simulation_row`."""
+        as_null = self.hive_nulls[id(spec)] = set()
+        steps = delta_foreign_steps(spec, self.paths.pop(id(target)))
+
+        def noted(step: ForeignStep) -> ForeignStep:
+            def run(hand: Any) -> Any:
+                def write(path: str, rows: pa.Table, **options: Any) -> None:
+                    as_null.update(hive_nulls_written(rows, spec.partition_by))
+                    real(path, rows, **options)
+
+                real = delta_foreign.write_deltalake
+                delta_foreign.write_deltalake = write
+                try:
+                    return step(hand)
+                finally:
+                    delta_foreign.write_deltalake = real
+
+            return run
+
+        return {name: noted(step) for name, step in steps.items()}
 
 
 class TestDeltaFilteredSimulation(TestDeltaSimulation):
@@ -247,6 +303,21 @@ class TestDeltaFilteredSimulation(TestDeltaSimulation):
         values where stats go wrong."""
         self.paths.pop(id(target), None)
         return {}
+
+
+class TestDeltaUpsertSimulation(TestDeltaSimulation):
+    """Keyed upserts (``mode="upsert"`` by the kit's key column, which later batches carry
+    again): the judge expects per key the row of the latest visible batch that carried it,
+    through the crashes, zombies, store faults and delta-rs' appends, compactions,
+    checkpoints, vacuums and log cleanups between steps (``delta_foreign``)."""
+
+    simulation_examples = 12
+    simulation_upsert_key = "key_int64"
+
+    def simulation_options(self) -> st.SearchStrategy[dict[str, Any]]:
+        return sink_options().map(
+            lambda options: {**options, "mode": "upsert", "key": [self.simulation_upsert_key]}
+        )
 
 
 #: delta-rs retries a failed request quickly here, so that a history stays fast.
@@ -287,3 +358,38 @@ class TestDeltaS3Simulation(DeltaHistories):
             store=S3FaultTarget(faults),
         )
         return attrs.evolve(target, filtered={})  # filtered reads: TestDeltaFilteredSimulation
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [(HIVE_NULL, "x")],
+        [("", "x"), (HIVE_NULL, "x")],
+        [(HIVE_NULL, "x"), (None, "x")],
+        [(None, "x"), (HIVE_NULL, "y"), (HIVE_NULL, None)],
+        [(HIVE_NULL, HIVE_NULL), ("", None)],
+    ],
+)
+def test_foreign_rows_read_as_the_judge_expects(tmp_path, values):
+    """What the judge expects of delta-rs' own writes (the foreign rows) is what delta-rs
+    stores: ``""`` reads as null, the Hive null folder name as the string, unless the write
+    put a null in the same folder."""
+    from eosink.testing.simulation_model import row_id
+
+    path = str(tmp_path / "table")
+    ids = [row_id(FOREIGN_WRITER, 1, 0, i) for i in range(len(values))]
+    rows = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "s": pa.array([v[0] for v in values], pa.string()),
+            "t": pa.array([v[1] for v in values], pa.string()),
+        }
+    )
+    kit = TestDeltaSimulation()
+    spec_like = SimpleNamespace(partition_by=("s", "t"))  # what simulation_row reads of a spec
+    kit.hive_nulls[id(spec_like)] = hive_nulls_written(rows, ("s", "t"))
+    write_deltalake(path, rows, partition_by=["s", "t"])
+    read = sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    expected = [kit.simulation_row(spec_like, row) for row in rows.to_pylist()]
+    kit.hive_nulls.pop(id(spec_like))
+    assert [{k: r[k] for k in ("id", "s", "t")} for r in read] == expected

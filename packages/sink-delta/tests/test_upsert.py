@@ -545,6 +545,40 @@ def test_log_cleanup_past_the_planned_version_plans_again(path):
         assert values(path, reader) == {1: "b0-1", 2: "b1-2"}
 
 
+def test_log_cleanup_before_the_first_plan_of_a_new_process_plans_on_the_checkpoint(path):
+    """A new driver process (no file index kept) opens the view, and before the upsert reads
+    the table's files another writer commits, checkpoints and cleans the log up past the view:
+    the file index, read from that checkpoint, is ahead of the view, whose next commits are
+    gone. The view is read anew from the checkpoint and the batch commits (nothing went
+    wrong: it used to fail with "the log ... changed while its files were read")."""
+    from delta_history import age_log
+    from eosink_delta.snapshot import forget
+
+    run(upsert_sink(path), 0, [users([1, 2], "b0")])
+    forget(path)  # as a new driver process would
+
+    def maintain(point: str) -> None:
+        if point == "commit:checked" and not calls:
+            calls.append(point)
+            for i in (8, 9):
+                batch = users([2, i], f"f{i}")
+                write_deltalake(path, pa.Table.from_batches([batch]), mode="append")
+            DeltaTable(path).create_checkpoint()
+            age_log(path, 31)
+            DeltaTable(path).cleanup_metadata()
+            assert not os.path.exists(f"{path}/_delta_log/{1:020d}.json")
+
+    calls: list[str] = []
+    set_crash_handler(maintain)
+    try:
+        assert run(upsert_sink(path), 1, [users([2, 3], "b1")]).status == "committed"
+    finally:
+        set_crash_handler(None)
+    assert calls
+    for reader in READERS.values():
+        assert values(path, reader) == {1: "b0-1", 2: "b1-2", 3: "b1-3", 8: "f8-8", 9: "f9-9"}
+
+
 def test_a_column_added_between_plan_and_commit_is_kept_by_the_rewrite(path):
     sink = upsert_sink(path)
     run(sink, 0, [users([1, 2], "b0")])

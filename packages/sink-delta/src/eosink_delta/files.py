@@ -162,7 +162,8 @@ def _advance(table_log: TableLog, index: FileIndex, version: int) -> bool:
 
 def files_at(table_log: TableLog, view: LogView) -> FileIndex:
     """The live files at the view's version (the view moves forward if the newest checkpoint
-    is past it). Call under the table's lock (:func:`eosink_delta.log_view.viewed`)."""
+    is past it, read anew from it when the log no longer holds the commits after the view).
+    Call under the table's lock (:func:`eosink_delta.log_view.viewed`)."""
     kept: dict[str, FileIndex] = process_state(KEPT)
     index = kept.get(table_log.uri)
     if index is not None and (
@@ -173,6 +174,13 @@ def files_at(table_log: TableLog, view: LogView) -> FileIndex:
         index = _from_checkpoint(table_log)
         if index.version > view.version:
             table_log.advance(view)
+            if view.version < index.version:
+                # The commits after the view are gone: another writer checkpointed and
+                # cleaned the log up since the view was read (in a new process, with no
+                # index kept, the view is all there is). The checkpoint holds the view's
+                # state too: read the view anew from it, as publish would.
+                log.info("delta.log_view_reopened", table=table_log.uri, version=view.version)
+                table_log.reopen(view)
         if not _advance(table_log, index, view.version) or index.version != view.version:
             kept.pop(table_log.uri, None)
             raise SinkError(
