@@ -7,13 +7,12 @@ batch's changes applied twice or lost."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from iceberg_helpers import duckdb_missing, read_duckdb, read_pyiceberg
 
 from eosink.testing.killed_query import QueryJob, QueryProcesses
-from eosink.testing.replay import totals_of, write_json_source
+from eosink.testing.replay import source_records, totals_of, totals_stall, write_json_source
 
 TABLE = "lake.user_totals"
 
@@ -26,10 +25,6 @@ def catalog_of(work) -> dict[str, str]:
         "uri": f"sqlite:///{work}/catalog.db",
         "warehouse": f"file://{work}/warehouse",
     }
-
-
-def source_rows(folder, files):
-    return [json.loads(line) for n in range(files) for line in open(folder / f"part-{n}.json")]
 
 
 def held(catalog):
@@ -47,8 +42,7 @@ def held(catalog):
 
 def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, iceberg_entry_point):
     write_json_source(tmp_path / "in")
-    after_two = totals_of(source_rows(tmp_path / "in", 2))
-    after_three = totals_of(source_rows(tmp_path / "in", 3))
+    after_two = totals_of(source_records(tmp_path / "in", 2))
     catalog = catalog_of(str(tmp_path))
     job = QueryJob(
         sink="iceberg",
@@ -62,7 +56,7 @@ def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, iceber
             "key": ["user_id"],
         },
         schema="id long, name string",
-        stall={"user_id": 3, "n": after_three[3][0]},  # key 3's row of the third batch
+        stall=totals_stall(tmp_path / "in"),
         totals=True,
         output_mode="update",
     )
@@ -70,7 +64,7 @@ def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, iceber
         queries.kill_mid_batch(job)
         assert held(catalog) == after_two  # two batches committed, the third not at all
         queries.restart(job)
-    assert held(catalog) == totals_of(source_rows(tmp_path / "in", 4))
+    assert held(catalog) == totals_of(source_records(tmp_path / "in", 4))
 
 
 def source_options(catalog) -> dict[str, str]:

@@ -6,18 +6,12 @@ input: each key's latest row, never a batch's changes applied twice or lost."""
 
 from __future__ import annotations
 
-import json
-
 from pg_helpers import read_table
 
 from eosink.testing.killed_query import QueryJob, QueryProcesses
-from eosink.testing.replay import totals_of, write_json_source
+from eosink.testing.replay import source_records, totals_of, totals_stall, write_json_source
 
 TABLE = "public.user_totals"
-
-
-def source_rows(folder, files):
-    return [json.loads(line) for n in range(files) for line in open(folder / f"part-{n}.json")]
 
 
 def held(url):
@@ -26,15 +20,14 @@ def held(url):
 
 def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, database):
     write_json_source(tmp_path / "in")
-    after_two = totals_of(source_rows(tmp_path / "in", 2))
-    after_three = totals_of(source_rows(tmp_path / "in", 3))
+    after_two = totals_of(source_records(tmp_path / "in", 2))
     job = QueryJob(
         sink="postgres",
         door="foreach_batch",
         writer_id="totals",
         sink_options={"url": database, "table": TABLE, "mode": "upsert", "key": "user_id"},
         schema="id long, name string",
-        stall={"user_id": 3, "n": after_three[3][0]},  # key 3's row of the third batch
+        stall=totals_stall(tmp_path / "in"),
         totals=True,
         output_mode="update",
     )
@@ -42,4 +35,4 @@ def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, databa
         queries.kill_mid_batch(job)
         assert held(database) == after_two  # two batches committed, the third not at all
         queries.restart(job)
-    assert held(database) == totals_of(source_rows(tmp_path / "in", 4))
+    assert held(database) == totals_of(source_records(tmp_path / "in", 4))

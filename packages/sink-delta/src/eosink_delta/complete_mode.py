@@ -19,7 +19,7 @@ from eosink_delta.proof import ATTEMPT_KEY, PROOF_KEY, last_version
 from eosink_delta.schema import check_schema, delta_fields, fields_of
 from eosink_delta.snapshot import latest
 from eosink_delta.store import existence
-from eosink_delta.log_view import LogView
+from eosink_delta.log_view import LogView, table_gone
 from eosink_delta.table import check_table_features, post_commit_hooks
 from eosink_delta.writer_features import check_blind_append
 
@@ -78,10 +78,7 @@ def _commit_on(
     from deltalake.transaction import AddAction, CommitProperties, Transaction
 
     if table is None:
-        raise SinkError(
-            f"{ctx.label}: the Delta table at {uri} disappeared after init; the batch "
-            "is not committed and will be written again when the query restarts"
-        )
+        raise table_gone(ctx, uri)
     last = last_version(table, ctx.writer_id)
     if last is not None and last >= ctx.batch_id:
         raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eosink.logs import get_logger
+from eosink.plugin import AlreadyCommitted, BatchContext, SinkError
 from eosink.process import process_state
 from eosink_delta.store import is_local, object_store
 
@@ -358,3 +359,18 @@ def forget(uri: str) -> None:
     with _kept_lock:
         process_state(KEPT).pop(uri, None)
         process_state(FILE_INDEXES).pop(uri, None)
+
+
+def table_gone(ctx: BatchContext, uri: str) -> SinkError:
+    """The error of a commit that finds no table where ``init`` found one."""
+    return SinkError(
+        f"{ctx.label}: the Delta table at {uri} disappeared after init; the batch is not "
+        "committed and will be written again when the query restarts"
+    )
+
+
+def check_txn(ctx: BatchContext, view: LogView) -> None:
+    """Refuse a batch the view's txn of its writer already covers."""
+    last = view.txns.get(ctx.writer_id)
+    if last is not None and last >= ctx.batch_id:
+        raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")

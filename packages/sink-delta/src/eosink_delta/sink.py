@@ -37,7 +37,6 @@ import attrs
 import pyarrow as pa
 
 from eosink.plugin import (
-    AlreadyCommitted,
     BatchContext,
     ConfigurationError,
     Proof,
@@ -50,7 +49,7 @@ from eosink.plugin import (
 from eosink.logs import get_logger
 from eosink_delta import log_commit, spark_file_writer, upsert
 from eosink_delta.complete_mode import check_files_exist, commit_complete
-from eosink_delta.log_view import LogView, viewed
+from eosink_delta.log_view import LogView, check_txn, table_gone, viewed
 from eosink_delta.operator_hooks import DeltaOperatorHooks
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaMessage, PartitionWriter
@@ -291,13 +290,8 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         with viewed(self.uri, self.storage, reuse=reuse) as seen:
             view = seen.view
             if view is None:
-                raise SinkError(
-                    f"{ctx.label}: the Delta table at {self.uri} disappeared after init; the "
-                    "batch is not committed and will be written again when the query restarts"
-                )
-            last = view.txns.get(ctx.writer_id)
-            if last is not None and last >= ctx.batch_id:
-                raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
+                raise table_gone(ctx, self.uri)
+            check_txn(ctx, view)
             self._check_view_compatible(ctx, view, state)
             check_files_exist(self.uri, self.storage, ctx, files)
             crash_point("commit:checked")

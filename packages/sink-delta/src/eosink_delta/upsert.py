@@ -51,7 +51,7 @@ from eosink.plugin import (
 from eosink_delta import files as file_index
 from eosink_delta import log_commit
 from eosink_delta.files import TableFile
-from eosink_delta.log_view import LogView, viewed
+from eosink_delta.log_view import LogView, check_txn, table_gone, viewed
 from eosink_delta.options import DeltaOptions
 from eosink_delta.parquet import DeltaFile, PartitionWriter
 from eosink_delta.schema import WritePlan
@@ -505,11 +505,8 @@ def commit_upsert(
     with viewed(sink.uri, sink.storage, reuse=reuse) as seen:
         view = seen.view
         if view is None:
-            raise SinkError(
-                f"{ctx.label}: the Delta table at {sink.uri} disappeared after init; the batch "
-                "is not committed and will be written again when the query restarts"
-            )
-        _check_txn(ctx, view)
+            raise table_gone(ctx, sink.uri)
+        check_txn(ctx, view)
         sink._check_view_compatible(ctx, view, state)  # noqa: SLF001 - the sink's own check
         check_files_exist(sink.uri, sink.storage, ctx, staged)
         data = _table_data_schema(view, state.partition_by)
@@ -525,7 +522,7 @@ def commit_upsert(
         }
         for round_ in range(MAX_PLANS):
             index = file_index.files_at(seen.log, view)
-            _check_txn(ctx, view)
+            check_txn(ctx, view)
             sink._check_view_compatible(ctx, view, state)  # noqa: SLF001
             if round_:  # another writer may have added columns: the survivors keep them
                 data = _table_data_schema(view, state.partition_by)
@@ -587,12 +584,6 @@ def commit_upsert(
         f"{MAX_PLANS} times in a row; nothing of this batch was committed. Restart the query "
         "(it writes the batch again), and keep concurrent writers off the batch's keys."
     )
-
-
-def _check_txn(ctx: BatchContext, view: LogView) -> None:
-    last = view.txns.get(ctx.writer_id)
-    if last is not None and last >= ctx.batch_id:
-        raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
 
 
 def _reduced(

@@ -115,6 +115,20 @@ def grouped_totals(
     )
 
 
+def source_records(folder: str | os.PathLike[str], files: int) -> list[dict[str, Any]]:
+    """The records of the first ``files`` files :func:`write_json_source` wrote."""
+    records = []
+    for n in range(files):
+        with open(os.path.join(folder, f"part-{n}.json"), encoding="utf-8") as f:
+            records += [json.loads(line) for line in f]
+    return records
+
+
+def totals_stall(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """A killed query's stall row in :func:`grouped_totals`' third batch: key 3's row there."""
+    return {"user_id": 3, "n": totals_of(source_records(folder, 3))[3][0]}
+
+
 def totals_of(rows: list[dict[str, Any]], *, key: str = "user_id") -> dict[int, tuple]:
     """:func:`grouped_totals` computed once over ``rows`` (the source's records): key ->
     (count, sum of ids, greatest name)."""
