@@ -9,14 +9,38 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
 
 from eosink.model import PartitionResult
 from eosink.protocol import RunWrites, WriteTask
+from eosink.spark.session import session_conf
 
 RESULT_SCHEMA = "result binary"
+
+#: Spark's limit of an Arrow batch handed to Python, in bytes (SQL conf; 64 MB by default).
+ARROW_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+#: The one value of :data:`ARROW_BYTES` that turns its check off (Scala's ``Int.MaxValue``).
+NO_BYTE_LIMIT = str(2**31 - 1)
+
+
+@contextmanager
+def batches_by_rows(spark: Any) -> Iterator[None]:
+    """Cut the Arrow hand-over into batches of ``maxRecordsPerBatch`` rows alone, for one write.
+
+    Spark 4 also cuts at ``maxBytesPerBatch`` bytes (SPARK-51316), and measures that by asking
+    every vector of the batch its size after each row: about 40% of the JVM's time of the
+    hand-over on a 5-column stream (benchmarks/README.md). Only ``Int.MaxValue`` skips the
+    check; that is Spark 3's batching, bounded by the row count. A limit the user set holds.
+    The setting is restored after the write (``session_conf``).
+    """
+    if spark.conf.get(ARROW_BYTES, None) is not None:
+        yield
+        return
+    with session_conf(spark, ARROW_BYTES, NO_BYTE_LIMIT):
+        yield
 
 
 def _task_result(task: WriteTask, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -35,7 +59,10 @@ def spark_run_writes(df: Any) -> RunWrites:
     """A ``run_writes`` that runs every partition of ``df`` through ``mapInArrow``."""
 
     def run(task: WriteTask) -> list[PartitionResult]:
-        rows = df.mapInArrow(lambda batches: _task_result(task, batches), RESULT_SCHEMA).collect()
+        with batches_by_rows(df.sparkSession):
+            rows = df.mapInArrow(
+                lambda batches: _task_result(task, batches), RESULT_SCHEMA
+            ).collect()
         return [pickle.loads(bytes(row.result)) for row in rows]
 
     return run
