@@ -193,8 +193,9 @@ class TransactionManager:
         """The active transaction ``tx``, master or tablet; a tablet one only on the proxy
         holding it, and asking renews its lease (the sticky transaction pool)."""
         t = self.txs.get(tx)
-        if t is not None and t.kind == "tablet" and t.proxy is not None:
-            if t.proxy != self.state.serving_proxy():
+        serving = self.state.serving_proxy()  # None: the emulator's own control, not a request
+        if t is not None and t.kind == "tablet" and t.proxy is not None and serving is not None:
+            if t.proxy != serving:
                 raise sticky_transaction_not_found(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
