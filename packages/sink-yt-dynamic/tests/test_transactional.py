@@ -200,3 +200,20 @@ def test_every_request_of_the_transaction_reaches_the_proxy_holding_it():
         for batch in range(4):
             run(sink, batch, [[rows((1, batch, "p"))], [rows((9, batch, "q"))]])
         assert held(yt) == {1: (3, "p"), 9: (3, "q")}
+
+
+def test_a_commit_that_landed_though_its_reply_says_the_transaction_is_gone(
+    yt_emulator, yt, totals
+):
+    """The commit was applied, and its reply is lost in a way that reaches the sink as 'no
+    such transaction' (the proxy's answer to a retry once the transaction is gone). The sink
+    does not claim that nothing is visible: it reads the proof, finds its own, and the batch is
+    committed."""
+    sink = sink_for(yt_emulator)
+    yt_emulator.faults.fail_next(
+        "commit_transaction", when="after", code=11000, message="No such transaction"
+    )
+    outcome = run(sink, 0, [[rows((1, 1, "a"))]])
+    assert outcome.status == "committed"
+    assert held(yt) == {1: (1, "a")}
+    assert run(sink, 0, [[rows((1, 1, "a"))]]).status == "skipped"

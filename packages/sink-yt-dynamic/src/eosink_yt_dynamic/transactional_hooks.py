@@ -154,26 +154,40 @@ class TransactionalHooks:
         except AlreadyCommitted:
             raise
         except Exception as exc:
-            raise self._commit_error(ctx, state, rows, exc) from exc
+            error = self._commit_error(ctx, state, proof, rows, exc)
+            if error is not None:
+                raise error from exc
+            log.info("yt_dynamic.commit_landed", transaction=tx, error=type(exc).__name__)
         finally:
             stop_pinger(tx)
         log.info("yt_dynamic.transaction_committed", transaction=tx, rows=rows)
 
     def _commit_error(
-        self, ctx: BatchContext, state: TransactionState, rows: int, exc: BaseException
-    ) -> BaseException:
-        """The error a failed commit raises: YT's limits and races named with their fix."""
+        self,
+        ctx: BatchContext,
+        state: TransactionState,
+        proof: Proof,
+        rows: int,
+        exc: BaseException,
+    ) -> BaseException | None:
+        """The error a failed commit raises (YT's limits and races named with their fix), or
+        ``None`` when the commit landed after all (its reply was lost: the stored proof is
+        this attempt's)."""
         if _code(exc) == TOO_MANY_ROWS:
             return too_many_rows(ctx, self.options.path, rows + 1, self.options.max_batch_rows)
-        if _is(exc, "is_no_such_transaction"):
-            return transaction_gone(ctx, state, self.options.transaction_timeout_s, exc)
-        if _is(exc, "is_tablet_transaction_lock_conflict"):
+        gone = _is(exc, "is_no_such_transaction")
+        if gone or _is(exc, "is_tablet_transaction_lock_conflict"):
+            # settle the outcome before saying anything: read the proof as it is now
             stored = self._proof_now(ctx, state)
+            if stored is not None and stored.to_json() == proof.to_json():
+                return None
             if stored is not None and stored.batch_id >= ctx.batch_id:
                 return AlreadyCommitted(
                     f"{ctx.label}: another attempt committed batch {stored.batch_id} while this "
                     "one ran; this attempt's transaction was aborted"
                 )
+            if gone:
+                return transaction_gone(ctx, state, self.options.transaction_timeout_s, exc)
             return conflict(ctx, state, self.options.path)
         return exc
 
