@@ -217,3 +217,31 @@ def test_a_commit_that_landed_though_its_reply_says_the_transaction_is_gone(
     assert outcome.status == "committed"
     assert held(yt) == {1: (1, "a")}
     assert run(sink, 0, [[rows((1, 1, "a"))]]).status == "skipped"
+
+
+def test_the_idempotent_receivers_tablet_transactions_reach_one_proxy_too():
+    """Found while building the transactional mode: the idempotent receiver's chunk and proof
+    transactions (``client.Transaction(type="tablet")``) start on the configured proxy and
+    send ``insert_rows`` to any proxy discovery gives, which does not know the transaction."""
+    from conftest import rows_schema
+
+    with YtEmulator(proxies=3) as emu:
+        yt = emu.client()
+        out = "//home/eosink/out"
+        create_output_table(yt, out, rows_schema())
+        sink = YtDynamicSink(
+            proxy=emu.url,
+            path=out,
+            client_config=emu.client_config(proxy={"enable_proxy_discovery": True}),
+        )
+        for batch in range(4):
+            part = pa.RecordBatch.from_pylist(
+                [
+                    {"tablet_index": 0, "row_index": batch * 10 + i, "id": i, "name": "x"}
+                    for i in range(3)
+                ],
+                schema=rows_schema(),
+            )
+            ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=batch)
+            run_batch(sink, ctx, rows_schema(), LocalRunner([[part], [part.slice(0, 0)]]))
+        assert len(list(yt.select_rows(f"* from [{out}]"))) == 12

@@ -64,7 +64,12 @@ from eosink_yt_dynamic.sources import (
     rewrite_error,
     rows_within,
 )
-from eosink_yt_dynamic.transactional import TransactionMessage, TransactionState
+from eosink_yt_dynamic.transactional import (
+    TransactionMessage,
+    TransactionState,
+    pin_proxy,
+    pinned,
+)
 from eosink_yt_dynamic.transactional_hooks import TransactionalHooks
 from eosink_yt_dynamic.tables import (
     ensure_dynamic_table,
@@ -209,7 +214,11 @@ class YtDynamicSink(TransactionalHooks, YtDynamicOperatorHooks, Sink):
         )
 
     def client(self) -> Any:
-        return self.connection().client()
+        """A client that sends every request to one proxy: a tablet transaction over HTTP is
+        known only to the proxy that started it, and with proxy discovery the client would
+        send its ``insert_rows`` to any proxy (one is chosen as the client chooses them)."""
+        connection = self.connection()
+        return pinned(connection, pin_proxy(connection)).client()
 
     @property
     def progress(self) -> ProgressTable:
