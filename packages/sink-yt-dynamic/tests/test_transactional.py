@@ -40,8 +40,8 @@ def held(yt) -> dict[int, tuple]:
     return {r["user_id"]: (r["n"], r["last"]) for r in yt.select_rows(f"* from [{OUT}]")}
 
 
-def run(sink, batch_id: int, partitions, **kwargs):
-    ctx = BatchContext(sink=sink.name, writer_id="totals", batch_id=batch_id)
+def run(sink, batch_id: int, partitions, writer: str = "totals", **kwargs):
+    ctx = BatchContext(sink=sink.name, writer_id=writer, batch_id=batch_id)
     return run_batch(sink, ctx, SCHEMA, LocalRunner(partitions), **kwargs)
 
 
@@ -245,3 +245,54 @@ def test_the_idempotent_receivers_tablet_transactions_reach_one_proxy_too():
             ctx = BatchContext(sink=sink.name, writer_id="w", batch_id=batch)
             run_batch(sink, ctx, rows_schema(), LocalRunner([[part], [part.slice(0, 0)]]))
         assert len(list(yt.select_rows(f"* from [{out}]"))) == 12
+
+
+def attempt(sink, batch_id: int, batch: pa.RecordBatch, writer: str = "totals"):
+    """A batch's attempt begun (init, one task written), its commit left to the caller; as if
+    in another driver process (this process does not ping its transaction)."""
+    from eosink_yt_dynamic.transactional import stop_pinger
+
+    pm = plugin_manager(sink)
+    ctx = BatchContext(sink=sink.name, writer_id=writer, batch_id=batch_id)
+    state = pm.hook.init(ctx=ctx, schema=SCHEMA)
+    stop_pinger(state.transaction_id)
+    message = pm.hook.write(ctx=ctx, state=state, partition_id=0, attempt=1, batches=iter([batch]))
+
+    def commit():
+        from eosink.plugin import Proof
+
+        proof = Proof(writer_id=writer, batch_id=batch_id, rows=batch.num_rows)
+        try:
+            pm.hook.commit(ctx=ctx, state=state, messages=[message], proof=proof)
+        except Exception:
+            pm.hook.abort(ctx=ctx, state=state, messages=[message])
+            raise
+
+    return commit
+
+
+def test_a_zombie_attempt_committing_after_a_newer_batch_changes_nothing(yt_emulator, yt, totals):
+    """A driver's attempt of batch 0 stalls (a zombie); the restarted query commits batch 0
+    and batch 1; then the zombie commits: its transaction conflicts on the proof row (1700)
+    and the commit is AlreadyCommitted, so batch 0's older rows never replace batch 1's."""
+    from eosink.plugin import AlreadyCommitted
+
+    zombie = attempt(sink_for(yt_emulator), 0, rows((1, 1, "old")))
+    restarted = sink_for(yt_emulator)
+    run(restarted, 0, [[rows((1, 1, "old"))]])
+    run(restarted, 1, [[rows((1, 2, "new"))]])
+    with pytest.raises(AlreadyCommitted):
+        zombie()
+    assert yt_emulator.requests.of("commit_transaction")[-1]["error_code"] == 1700
+    assert held(yt) == {1: (2, "new")}
+    assert yt_emulator.state.txm.active_ids() == []
+
+
+def test_another_writer_upserting_the_same_keys_meanwhile_fails_the_batch_whole(
+    yt_emulator, yt, totals
+):
+    mine = attempt(sink_for(yt_emulator), 0, rows((1, 1, "mine"), (2, 1, "mine")))
+    run(sink_for(yt_emulator), 0, [[rows((2, 1, "theirs"))]], writer="other")
+    with pytest.raises(SinkError, match=r"1700.*nothing of it is visible.*one writer own each key"):
+        mine()
+    assert held(yt) == {2: (1, "theirs")}
