@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow as pa
 import pytest
 from conftest import OUT, rows_schema, table_rows
 
@@ -194,3 +195,49 @@ def test_foreach_batch_fan_out_with_a_shared_progress_path(spark, yt_emulator, y
     for path in outputs:
         assert sorted(r["id"] for r in table_rows(yt, path)) == expected
     assert writer.committed == 2 * len(batches) and writer.skipped == 0
+
+
+def test_data_source_transactional_change_feed_killed_mid_batch_and_restarted(
+    spark, yt_emulator, yt, tmp_path
+):
+    """The transactional mode through the data-source door: an append stream upserted by its
+    key (a change feed: later batches update ids of earlier ones). A batch whose insert fails
+    leaves nothing visible; after the restart each id holds its latest row."""
+    table = "//home/eosink/feed"
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64())])
+    create_output_table(yt, table, schema, key=["id"])
+    source = tmp_path / "in"
+    os.makedirs(source)
+    feed = [
+        [{"id": i, "name": f"v{n}", "amount": float(n)} for i in range(n, n + 6)] for n in (0, 3)
+    ]
+
+    def query():
+        df = spark.readStream.schema("id long, name string, amount double").json(str(source))
+        return (
+            df.repartition(2)
+            .writeStream.format("eosink-yt-dynamic")
+            .option("writerId", "feed")
+            .option("mode", "transactional")
+            .option("proxy", yt_emulator.url)
+            .option("path", table)
+            .option("proxyDiscovery", "false")
+            .option("clientConfig", json.dumps(yt_emulator.client_config()))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+        )
+
+    drop(source, 0, feed[0])
+    run_available(query())
+    drop(source, 1, feed[1])
+    yt_emulator.faults.fail_next(
+        "insert_rows", code=1, message="injected: executor lost", match={"path": table}
+    )
+    with pytest.raises(Exception, match="executor lost"):
+        run_available(query())
+    assert {r["id"]: r["name"] for r in yt.select_rows(f"* from [{table}]")} == {
+        i: "v0" for i in range(6)
+    }
+    run_available(query())
+    expected = {i: "v0" for i in range(3)} | {i: "v3" for i in range(3, 9)}
+    assert {r["id"]: r["name"] for r in yt.select_rows(f"* from [{table}]")} == expected
+    assert yt_emulator.state.txm.active_ids() == []  # the failed batch's transaction too

@@ -1,4 +1,6 @@
-"""eosink sink: YT sorted dynamic tables, idempotent upserts keyed by the source row.
+"""eosink sink: YT sorted dynamic tables, idempotent upserts keyed by the source row, or SPYT's
+transactional mode (``mode="transactional"``: one tablet transaction per batch, rows replaced
+by the table's key, any query).
 
 ``eosink.sink("yt-dynamic", proxy=..., path="//home/x/out")`` or
 ``.format("eosink-yt-dynamic")``; helpers to get the key right: :func:`with_queue_id`,

@@ -84,6 +84,22 @@ class ProgressTable:
             if r["output_id"] == output_id and r["writer_id"] != LOCK_ROW
         }
 
+    def write(self, client: Any, output_id: str, ctx: BatchContext, proof: Proof) -> None:
+        """Write ``proof`` in the caller's (tablet) transaction: the transactional mode's
+        commit, which read the stored proof in that transaction first. No spans, no lock row:
+        its rows are exact by atomicity, and writers of other keys must not conflict."""
+        client.insert_rows(
+            self.path,
+            [
+                {
+                    **self._key(output_id, ctx.writer_id),
+                    "batch_id": ctx.batch_id,
+                    "proof": proof.to_json(),
+                    "sources": None,
+                }
+            ],
+        )
+
     def record(
         self,
         client: Any,

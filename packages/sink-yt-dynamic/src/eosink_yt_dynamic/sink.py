@@ -29,7 +29,15 @@ import attrs
 import pyarrow as pa
 
 from eosink.logs import get_logger
-from eosink.plugin import BatchContext, ConfigurationError, Proof, Sink, crash_point, hookimpl
+from eosink.options import names
+from eosink.plugin import (
+    BatchContext,
+    ConfigurationError,
+    Proof,
+    Sink,
+    crash_point,
+    hookimpl,
+)
 from eosink_yt_common import YtClientOptions, YtConnection, retry_unit, yt_rows
 from eosink_yt_dynamic.operator_hooks import YtDynamicOperatorHooks
 from eosink_yt_dynamic.keys import (
@@ -56,6 +64,13 @@ from eosink_yt_dynamic.sources import (
     rewrite_error,
     rows_within,
 )
+from eosink_yt_dynamic.transactional import (
+    TransactionMessage,
+    TransactionState,
+    pin_proxy,
+    pinned,
+)
+from eosink_yt_dynamic.transactional_hooks import TransactionalHooks
 from eosink_yt_dynamic.tables import (
     ensure_dynamic_table,
     inspect_output,
@@ -67,6 +82,10 @@ log = get_logger("eosink.yt_dynamic")
 
 #: YT refuses tablet transactions that touch more rows than this (the documented default).
 YT_MAX_ROWS_PER_TRANSACTION = 100_000
+
+#: The sink's two modes (option ``mode``).
+IDEMPOTENT = "idempotent"
+TRANSACTIONAL = "transactional"
 
 
 @attrs.frozen(kw_only=True)
@@ -94,6 +113,19 @@ class YtDynamicOptions(YtClientOptions):
     progress_path: str | None = None
     #: Where tasks register their key runs; default ``<path>_eosink_keys``.
     keys_path: str | None = None
+    #: ``idempotent`` (the default: rows keyed by their source row, one-to-one queries) or
+    #: ``transactional`` (SPYT's transactional mode: one tablet transaction per batch, any
+    #: query, rows replaced by the table's key: Spark's update output mode may write here).
+    mode: str = IDEMPOTENT
+    #: Transactional mode: the table's key columns, checked against the table (and used by
+    #: ``create_table``); by default the table's own key.
+    key: tuple[str, ...] = attrs.field(default=(), converter=names)
+    #: Transactional mode: seconds the batch's transaction lives without a ping (the driver
+    #: pings it every third of that for the batch's whole life).
+    transaction_timeout_s: float = 120.0
+    #: Transactional mode: rows one transaction may write, the cluster's
+    #: ``max_rows_per_transaction`` (YT's default); a larger batch is refused early.
+    max_batch_rows: int = YT_MAX_ROWS_PER_TRANSACTION
 
     def __attrs_post_init__(self) -> None:
         if not self.path.startswith("//") and not self.path.startswith("<"):
@@ -101,6 +133,28 @@ class YtDynamicOptions(YtClientOptions):
                 f"option path: {self.path!r} is not a YT path; use an absolute Cypress path such "
                 "as //home/project/events"
             )
+        if self.mode not in (IDEMPOTENT, TRANSACTIONAL):
+            raise ConfigurationError(
+                f"option mode: {self.mode!r}; use 'idempotent' (the default: one-to-one "
+                "queries, rows keyed by their source row) or 'transactional' (any query, one "
+                "tablet transaction per batch, rows replaced by the table's key)"
+            )
+        if self.key and self.mode != TRANSACTIONAL:
+            raise ConfigurationError(
+                "option key is for mode 'transactional' (the idempotent receiver is keyed by "
+                "the source row); set mode='transactional' or drop key"
+            )
+        if self.mode == TRANSACTIONAL and self.create_table and not self.key:
+            raise ConfigurationError(
+                "option create_table in mode 'transactional' needs option key, the columns "
+                "the table is keyed by (e.g. the groupBy columns), e.g. key='user_id'"
+            )
+        if not self.transaction_timeout_s > 0:
+            raise ConfigurationError(
+                f"option transaction_timeout_s: {self.transaction_timeout_s} must be positive"
+            )
+        if self.max_batch_rows < 1:
+            raise ConfigurationError(f"option max_batch_rows: {self.max_batch_rows} must be >= 1")
         if not 0 < self.rows_per_transaction <= YT_MAX_ROWS_PER_TRANSACTION:
             raise ConfigurationError(
                 f"option rows_per_transaction: {self.rows_per_transaction} is outside 1.."
@@ -146,8 +200,9 @@ class WriteMessage:
         return self.chunks
 
 
-class YtDynamicSink(YtDynamicOperatorHooks, Sink):
-    """Exactly-once into a YT sorted dynamic table by upserts keyed by the source row."""
+class YtDynamicSink(TransactionalHooks, YtDynamicOperatorHooks, Sink):
+    """Exactly-once into a YT sorted dynamic table: by upserts keyed by the source row (the
+    idempotent receiver), or in one tablet transaction per batch (``mode="transactional"``)."""
 
     name = "yt-dynamic"
     Options = YtDynamicOptions
@@ -159,7 +214,11 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
         )
 
     def client(self) -> Any:
-        return self.connection().client()
+        """A client that sends every request to one proxy: a tablet transaction over HTTP is
+        known only to the proxy that started it, and with proxy discovery the client would
+        send its ``insert_rows`` to any proxy (one is chosen as the client chooses them)."""
+        connection = self.connection()
+        return pinned(connection, pin_proxy(connection)).client()
 
     @property
     def progress(self) -> ProgressTable:
@@ -181,7 +240,17 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
         (with one, rows of different queues never share a key)."""
         return self.options.check_duplicates and self.options.queue_id_column not in plan.key
 
+    @property
+    def transactional(self) -> bool:
+        return self.options.mode == TRANSACTIONAL
+
     # -- driver ------------------------------------------------------------------------------
+    @hookimpl
+    def upsert_key(self) -> tuple[str, ...] | None:
+        """The transactional mode replaces rows by the table's key, so Spark's update output
+        mode may write there; the idempotent receiver keys rows by their source row."""
+        return self._table_key() if self.transactional else None
+
     @hookimpl
     def is_committed(self, ctx: BatchContext) -> Proof | None:
         client = self.client()
@@ -202,7 +271,9 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
         return None
 
     @hookimpl
-    def init(self, ctx: BatchContext, schema: pa.Schema) -> WriteState:
+    def init(self, ctx: BatchContext, schema: pa.Schema) -> WriteState | TransactionState:
+        if self.transactional:
+            return self._tx_init(ctx, schema)
         o = self.options
         if ctx.mode == "complete":
             raise ConfigurationError(
@@ -258,6 +329,8 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
     def commit(
         self, ctx: BatchContext, state: WriteState, messages: list[WriteMessage], proof: Proof
     ):
+        if isinstance(state, TransactionState):
+            return self._tx_commit(ctx, state, messages, proof)
         client = self.client()
         check = None
         if self._checks_sources(state.plan):
@@ -277,6 +350,8 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
 
     @hookimpl
     def abort(self, ctx: BatchContext, state: WriteState | None):
+        if isinstance(state, TransactionState) or (state is None and self.transactional):
+            return self._tx_abort(ctx, state)
         if state is None or not self.options.check_duplicates:
             return
         drop_registrations(
@@ -291,7 +366,9 @@ class YtDynamicSink(YtDynamicOperatorHooks, Sink):
         state: WriteState,
         partition_id: int,
         batches: Iterator[pa.RecordBatch],
-    ) -> WriteMessage:
+    ) -> WriteMessage | TransactionMessage:
+        if isinstance(state, TransactionState):
+            return self._tx_write(ctx, state, partition_id, batches)
         client = self.client()
         rows = chunks = 0
         sources: Spans = {}

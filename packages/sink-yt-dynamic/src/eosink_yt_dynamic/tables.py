@@ -71,11 +71,29 @@ def output_columns(
     return columns
 
 
+def keyed_columns(schema: Any, key: Sequence[str]) -> list[dict[str, Any]]:
+    """The YT schema of a table for rows of ``schema`` keyed by ``key`` (the transactional
+    mode: rows replaced by a key of the query, e.g. an aggregation's groupBy columns)."""
+    arrow = _arrow_schema(schema)
+    missing = [k for k in key if k not in arrow.names]
+    if missing:
+        raise ConfigurationError(
+            f"key columns {missing} are not columns of the rows {arrow.names}. Fix: name key "
+            "columns the query writes (e.g. its groupBy columns)"
+        )
+    columns = yt_schema(arrow, list(key))
+    for column in columns:  # a row without its key has nothing to replace
+        if column["name"] in key:
+            column["required"] = True
+    return columns
+
+
 def create_output_table(
     client: Any,
     path: str,
     schema: Any,
     *,
+    key: Sequence[str] = (),
     queue_id: bool = False,
     tablet_index_column: str = "tablet_index",
     row_index_column: str = "row_index",
@@ -92,15 +110,21 @@ def create_output_table(
     ``queue_id_column`` (several queues into one table). ``extra_key`` adds key columns after the
     row index, for queries that legitimately turn one source row into several (e.g. posexplode).
     An existing table is left as it is (then the sink's checks tell whether it fits).
+
+    ``key`` (the transactional mode): the table is keyed by exactly these columns of the rows
+    instead, e.g. an aggregation's groupBy columns (the source coordinates are not added).
     """
-    columns = output_columns(
-        schema,
-        queue_id=queue_id,
-        tablet_index_column=tablet_index_column,
-        row_index_column=row_index_column,
-        queue_id_column=queue_id_column,
-        extra_key=extra_key,
-    )
+    if key:
+        columns = keyed_columns(schema, key)
+    else:
+        columns = output_columns(
+            schema,
+            queue_id=queue_id,
+            tablet_index_column=tablet_index_column,
+            row_index_column=row_index_column,
+            queue_id_column=queue_id_column,
+            extra_key=extra_key,
+        )
     ensure_dynamic_table(client, path, columns, attributes=attributes, mount=mount)
     return columns
 

@@ -34,6 +34,7 @@ from .errors import (
     SCHEMA_VIOLATION,
     TABLET_NOT_MOUNTED,
     TABLET_TRANSACTION_LOCK_CONFLICT,
+    TOO_MANY_ROWS_IN_TRANSACTION,
     YtError,
 )
 from .keys import key_of
@@ -211,7 +212,9 @@ class DynamicTables(QueueReads):
         normalized = [dyn.normalize_write(r, op, path, update=update or aggregate) for r in rows]
         if tx_id is None:
             atomicity = params.get("atomicity") or dyn.atomicity
-            t = self.state.txm.start({"type": "tablet", "atomicity": atomicity, "timeout": 60000})
+            t = self.state.txm.start(
+                {"type": "tablet", "sticky": True, "atomicity": atomicity, "timeout": 60000}
+            )
             try:
                 self._buffer(t, node, dyn, path, normalized, op, flags)
                 self.commit(t)
@@ -233,11 +236,6 @@ class DynamicTables(QueueReads):
         flags: dict[str, Any],
     ) -> None:
         """Check the rows and add them to the transaction's buffer for ``commit``."""
-        limit = self.config["max_rows_per_transaction"]
-        if t.row_count + len(rows) > limit:
-            raise YtError(
-                "Transaction affects too many rows", 1, {"limit": limit, "transaction_id": t.id}
-            )
         if dyn.sorted:
             dyn.require_writable(path)
         else:
@@ -252,6 +250,13 @@ class DynamicTables(QueueReads):
 
     def commit(self, t: TabletTransaction) -> int:
         """Commit a tablet transaction: conflict checks, then apply atomically."""
+        limit = self.config["max_rows_per_transaction"]
+        if t.row_count > limit:  # the proxy counts the buffered rows as it commits them
+            raise YtError(
+                "Transaction affects too many rows",
+                TOO_MANY_ROWS_IN_TRANSACTION,
+                {"limit": limit, "transaction_id": t.id},
+            )
         by_table = {}
         for node_id, op, row, flags in t.writes:
             by_table.setdefault(node_id, []).append((op, row, flags))

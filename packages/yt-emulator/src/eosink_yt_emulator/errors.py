@@ -28,6 +28,7 @@ RESOLVE_ERROR = 500
 ALREADY_EXISTS = 501
 TABLET_TRANSACTION_LOCK_CONFLICT = 1700
 NO_SUCH_TABLET = 1701
+TOO_MANY_ROWS_IN_TRANSACTION = 1717
 TABLET_NOT_MOUNTED = 1702
 INVALID_TABLET_STATE = 1707
 NO_SUCH_OPERATION = 1915
@@ -76,6 +77,17 @@ class YtError(Exception):
 
 def no_such_transaction(tx_id: str | None) -> YtError:
     return YtError(f"No such transaction {tx_id}", NO_SUCH_TRANSACTION, {"transaction_id": tx_id})
+
+
+def sticky_transaction_not_found(tx_id: str) -> YtError:
+    """A tablet transaction asked of a proxy other than the one holding it (the HTTP proxy's
+    sticky transaction pool, ``IStickyTransactionPool::GetTransactionAndRenewLeaseOrThrow``)."""
+    return YtError(
+        f"Sticky transaction {tx_id} is not found, this usually means that you use tablet "
+        "transactions within HTTP API; consider using RPC API instead",
+        NO_SUCH_TRANSACTION,
+        {"transaction_id": tx_id},
+    )
 
 
 def not_supported_by_virtual_node(node_path: str, path: str) -> YtError:

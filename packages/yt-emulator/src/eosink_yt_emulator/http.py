@@ -72,6 +72,8 @@ class ProxyHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # small request/response pairs: avoid 40 ms delayed-ACK stalls
     server_version = "eosink-yt-emulator"
     emulator = None  # set by the server factory
+    #: The address of the proxy this handler serves as (sticky transactions belong to it).
+    proxy_address = None
 
     def log_message(self, fmt: str, *args: Any) -> None:  # silence stderr logging
         pass
@@ -142,6 +144,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
         emu = self.emulator
+        emu.state.serve_as(self.proxy_address)
         try:
             if path.startswith("/_emulator"):
                 body = self._read_body()
@@ -158,7 +161,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 return
             if path == "/hosts":
                 self._read_body()
-                self._send(200, json.dumps([emu.proxy]).encode())
+                self._send(200, json.dumps(getattr(emu, "proxies", [emu.proxy])).encode())
                 return
             if path in ("/auth/whoami", "/ping", "/service", "/version"):
                 self._read_body()

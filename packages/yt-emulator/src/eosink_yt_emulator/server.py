@@ -119,37 +119,54 @@ class YtEmulator(_ClientFactory):
     >>> emu.stop()
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, **config: Any) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, proxies: int = 1, **config: Any
+    ) -> None:
         self.host = host
         self.port = port
+        #: How many HTTP proxies serve the one cluster (``/hosts`` lists them all): a sticky
+        #: tablet transaction is known only to the proxy that started it.
+        self.proxy_count = proxies
         self.state = EmulatorState(config)
         self.faults = Faults(self)
         self.requests = RequestLog()
         self.descriptors_json = json.dumps(descriptor_list()).encode("utf-8")
+        self._servers = []
         self._server = None
         self._thread = None
+
+    @property
+    def proxies(self) -> list[str]:
+        """The addresses (``host:port``) of the cluster's proxies, the first one ``proxy``."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return [f"{host}:{server.server_address[1]}" for server in self._servers]
 
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> Self:
-        handler = type("BoundProxyHandler", (ProxyHandler,), {"emulator": self})
-        self._server = _Server((self.host, self.port), handler)
+        for n in range(self.proxy_count):
+            handler = type("BoundProxyHandler", (ProxyHandler,), {"emulator": self})
+            server = _Server((self.host, self.port if n == 0 else 0), handler)
+            handler.proxy_address = f"{self.host}:{server.server_address[1]}"
+            self._servers.append(server)
+            thread = threading.Thread(
+                target=server.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"yt-emulator-{n}",
+                daemon=True,
+            )
+            thread.start()
+        self._server = self._servers[0]
         self.port = self._server.server_address[1]
         self.state.address = self.proxy
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="yt-emulator",
-            daemon=True,
-        )
-        self._thread.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers = []
+        self._server = None
 
     def __enter__(self) -> Self:
         return self.start() if self._server is None else self

@@ -92,6 +92,8 @@ class EmulatorState:
         self._revision = 0
         self.locks = {}
         self.address = ""
+        #: The proxy (address) serving the current request, per request thread.
+        self._serving = threading.local()
         self.txm = TransactionManager(self)
         self.cypress = Cypress(self)
         self.tables = StaticTables(self)
@@ -101,6 +103,14 @@ class EmulatorState:
         self.descriptors = load_descriptors()
         self.commands = Commands(self)
         self.keeper = ResponseKeeper(self.config["response_keeper_size"])
+
+    def serving_proxy(self) -> str | None:
+        """The address of the proxy serving this thread's request (``None`` outside one)."""
+        return getattr(self._serving, "proxy", None)
+
+    def serve_as(self, proxy: str | None) -> None:
+        """Mark this thread's requests as served by ``proxy``."""
+        self._serving.proxy = proxy
 
     def next_revision(self) -> int:
         """A new revision number for a changed node."""

@@ -11,7 +11,10 @@ the changes into the parent.
 Tablet transactions follow https://ytsaurus.tech/docs/en/user-guide/dynamic-tables/transactions:
 a start timestamp at start, writes buffered until commit, snapshot isolation, a
 write-write conflict on commit is error 1700, at most 100,000 rows per transaction
-by default, ``atomicity`` ``full``/``none`` must match the table's.
+by default (counted at commit: 1717), ``atomicity`` ``full``/``none`` must match the table's.
+Over HTTP they are *sticky* (the driver's ``start_transaction``: "Tablet transactions must be
+sticky"): the proxy that started one holds it in its pool, every command naming it renews its
+lease, and another proxy of the cluster does not know it.
 """
 
 from __future__ import annotations
@@ -20,8 +23,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import common
-from .common import NULL_ID, new_id, now_iso
-from .errors import INVALID_TRANSACTION_STATE, YtError, no_such_transaction
+from .common import NULL_ID, new_id, now_iso, to_bool
+from .errors import (
+    INVALID_TRANSACTION_STATE,
+    YtError,
+    no_such_transaction,
+    sticky_transaction_not_found,
+)
 
 if TYPE_CHECKING:
     from .state import EmulatorState
@@ -120,6 +128,8 @@ class TabletTransaction:
         self.state = "active"
         self.parent = None
         self.children = set()
+        #: The proxy holding it (its sticky transaction pool); ``None``: the emulator's own.
+        self.proxy = None
 
     def expired(self, now: float) -> bool:
         if self.deadline is not None and now > self.deadline:
@@ -180,10 +190,17 @@ class TransactionManager:
         return t
 
     def get_any(self, tx: str | None) -> MasterTransaction | TabletTransaction:
-        """The active transaction ``tx``, master or tablet."""
+        """The active transaction ``tx``, master or tablet; a tablet one only on the proxy
+        holding it, and asking renews its lease (the sticky transaction pool)."""
         t = self.txs.get(tx)
+        serving = self.state.serving_proxy()  # None: the emulator's own control, not a request
+        if t is not None and t.kind == "tablet" and t.proxy is not None and serving is not None:
+            if t.proxy != serving:
+                raise sticky_transaction_not_found(tx)
         if t is None or t.state != "active":
             raise no_such_transaction(tx)
+        if t.kind == "tablet":
+            t.last_ping = time.time()
         return t
 
     def chain(self, tx: str | None) -> list[str]:
@@ -210,6 +227,8 @@ class TransactionManager:
         timeout = params.get("timeout")
         attributes = params.get("attributes") or {}
         if tx_type == "tablet":
+            if not to_bool(params.get("sticky", False)):
+                raise YtError("Tablet transactions must be sticky", 1)
             if parent is not None:
                 raise YtError("Tablet transactions cannot have a parent transaction", 1)
             atomicity = params.get("atomicity", "full")
@@ -222,6 +241,7 @@ class TransactionManager:
                 params.get("durability", "sync"),
                 attributes,
             )
+            t.proxy = self.state.serving_proxy()
         elif tx_type == "master":
             if parent is not None:
                 self.get_master(parent)
