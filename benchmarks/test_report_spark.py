@@ -25,7 +25,10 @@ def test_smoke_report_is_written(tmp_path, capsys):
     throughput = text.split("## 1b.")[0]
     for name in (
         "Spark's parquet sink",
+        "floor: a Python data source that drains its Arrow batches",
+        "floor, batches by rows",
         "eosink-files, data source",
+        "eosink-files, data source, batches by rows",
         "eosink-delta, data source",
         "eosink-iceberg, data source",
         "eosink-iceberg, foreachBatch",

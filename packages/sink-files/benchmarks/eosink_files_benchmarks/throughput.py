@@ -8,8 +8,14 @@ file per micro-batch) is written, in one Spark session, by:
 
 * ``noop``: Spark's no-op sink, the cost of producing the rows (the ceiling);
 * ``spark parquet``: Spark's built-in file sink (``format("parquet")``, its manifest log);
+* ``python data source floor``: a Python data source whose writer drains its Arrow batches and
+  writes nothing (:class:`Drain`): Spark's hand-over to Python alone, the floor of every
+  data-source door; ``..., batches by rows`` runs it with
+  ``spark.sql.execution.arrow.maxBytesPerBatch`` at ``Int.MaxValue`` (Spark then skips the
+  byte check it makes after every row, see ``eosink.spark.executors.batches_by_rows``);
 * ``eosink data source``: ``format("eosink-files")`` (needs the ``files`` entry point, i.e.
   eosink-files installed); rows reach Python as Arrow, the arrow file writer writes them;
+  ``..., batches by rows`` as the floor's;
 * ``eosink foreachBatch, spark writer``: ``foreachBatch(eosink.foreach_batch(...))`` with the
   default file writer, which lets Spark's own writer stage the files;
 * ``eosink foreachBatch, arrow writer``: the same with ``file_writer="arrow"``;
@@ -30,14 +36,63 @@ import sys
 import tempfile
 import time
 
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 WARMUP_ROWS = 200_000
 S3_SUFFIX = ", S3"
+BY_ROWS = ", batches by rows"
+#: Spark's byte limit of an Arrow batch, and the value that turns its per-row check off.
+ARROW_BYTES = ("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
+
+
+class DrainWriter(DataSourceStreamArrowWriter):
+    """Reads every Arrow batch Spark hands over, writes nothing, commits nothing."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        for _batch in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # noqa: N803 - Spark's name
+        pass
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # noqa: N803
+        pass
+
+
+class Drain(DataSource):
+    """The floor of a data-source door: Spark's hand-over of the rows to Python, nothing else."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "eosink-bench-drain"
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DrainWriter:  # noqa: N802
+        return DrainWriter()
+
+
+def with_conf(spark: Any, key: str, value: str, start: Callable[[], Any]) -> Callable[[], Any]:
+    """``start`` with a SQL conf set while the query starts: a streaming query runs on a clone
+    of the session made at its start, so the setting holds for that query alone."""
+
+    def started() -> Any:
+        before = spark.conf.get(key, None)
+        spark.conf.set(key, value)
+        try:
+            return start()
+        finally:
+            if before is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, before)
+
+    return started
 
 
 def make_input(folder: str, batches: int, rows: int) -> None:
@@ -113,17 +168,26 @@ def configs(
         return (writer.partitionBy(*partition_by) if partition_by else writer).start()
 
     yield "spark parquet", spark_parquet
-    if has_entry_point:
-        yield "eosink data source", lambda: (
-            base("ds")
+    spark.dataSource.register(Drain)
+    yield "python data source floor", lambda: base("drain").format(Drain.name()).start()
+    yield "python data source floor" + BY_ROWS, with_conf(
+        spark, *ARROW_BYTES, lambda: base("drain-rows").format(Drain.name()).start()
+    )
+
+    def door(name: str) -> Any:
+        return (
+            base(name)
             .format("eosink-files")
             .option("writerId", "bench")
-            .option("path", out("ds"))
+            .option("path", out(name))
             .options(**({"partitionBy": ",".join(partition_by)} if partition_by else {}))
             .start()
         )
-    else:
-        yield "eosink data source", None
+
+    yield "eosink data source", (lambda: door("ds")) if has_entry_point else None
+    yield "eosink data source" + BY_ROWS, (
+        with_conf(spark, *ARROW_BYTES, lambda: door("ds-rows")) if has_entry_point else None
+    )
     for writer in ("spark", "arrow"):
         yield f"eosink foreachBatch, {writer} writer", lambda writer=writer: base(
             f"fb-{writer}"
