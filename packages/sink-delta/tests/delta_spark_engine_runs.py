@@ -30,7 +30,7 @@ DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     "spark.databricks.delta.snapshotPartitions": "1",
-    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.shuffle.partitions": "1",
     "spark.ui.showConsoleProgress": "false",
 }
 #: The SQL settings Delta's MERGE takes its txn and commit metadata from.
@@ -75,6 +75,19 @@ def write_json(folder: str, name: str, records: list[dict[str, Any]]) -> None:
     with open(os.path.join(folder, name + ".tmp"), "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in records))
     os.rename(os.path.join(folder, name + ".tmp"), os.path.join(folder, name))
+    # Spark's file source takes files in order of their times: one second apart, in order.
+    stamp = time.time() - 100 + len(os.listdir(folder))
+    os.utime(os.path.join(folder, name), (stamp, stamp))
+
+
+def replay_last_batch(ckpt: str) -> None:
+    """Drop the last batch's entry from the checkpoint's commit log, as a crash after the
+    sink's commit and before Spark's leaves it: the restarted query runs that batch again."""
+    commits = os.path.join(ckpt, "commits")
+    last = max(int(n) for n in os.listdir(commits) if n.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        if os.path.exists(os.path.join(commits, name)):
+            os.remove(os.path.join(commits, name))
 
 
 def run_available(frame_writer: Any) -> None:
@@ -83,8 +96,7 @@ def run_available(frame_writer: Any) -> None:
 
 def upsert_stream(spark: Any, root: str) -> dict[str, Any]:
     """An append stream upserted by key: three batches (one file each), then the last batch
-    replayed (its commit dropped from the checkpoint, as after a crash before Spark recorded
-    it)."""
+    replayed by a restart (:func:`replay_last_batch`)."""
     from eosink_delta import delta_spark
 
     table, source, ckpt = (os.path.join(root, n) for n in ("table", "in", "ckpt"))
@@ -103,10 +115,9 @@ def upsert_stream(spark: Any, root: str) -> dict[str, Any]:
 
     write_json(source, "0.json", [{"user_id": i, "v": f"b0-{i}"} for i in (1, 2, 3)])
     write_json(source, "1.json", [{"user_id": i, "v": f"b1-{i}"} for i in (2, 4)])
-    run()
     write_json(source, "2.json", [{"user_id": i, "v": f"b2-{i}"} for i in (3, 4, 5)])
     run()
-    os.remove(os.path.join(ckpt, "commits", "2"))
+    replay_last_batch(ckpt)
     run()
     history = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").orderBy("version")
     return {
@@ -265,7 +276,7 @@ def upsert_concurrent(spark: Any, root: str) -> dict[str, Any]:
 
 def update_aggregation(spark: Any, root: str) -> dict[str, Any]:
     """``groupBy(...).agg(...)`` in ``outputMode("update")`` into a table keyed by the
-    aggregation's key, over two runs of the query (new input between them)."""
+    aggregation's key: three batches, each upserting the totals it changed."""
     from pyspark.sql import functions as F
 
     from eosink_delta import delta_spark
@@ -294,10 +305,8 @@ def update_aggregation(spark: Any, root: str) -> dict[str, Any]:
             .option("checkpointLocation", ckpt)
         )
 
-    write_json(source, "0.json", events[0])
-    write_json(source, "1.json", events[1])
-    run()
-    write_json(source, "2.json", events[2])
+    for i, batch in enumerate(events):
+        write_json(source, f"{i}.json", batch)
     run()
     return {
         "table": table,
@@ -377,19 +386,18 @@ def feature(spark: Any, root: str, name: str) -> dict[str, Any]:
     steps = {
         "v0": write(frame([1, 2], ["a", "b"]), 0),
         "v0_again": write(frame([1, 2], ["a", "b"]), 0),
-        "v1": write(frame([3], ["c"]), 1),
     }
     if "checkpoint" in spec:
         spark.sql(f"ALTER TABLE {t} SET TBLPROPERTIES ('delta.checkpointInterval' = '1')")
-        steps["v2_after_checkpoint"] = write(frame([4], ["d"]), 2)
-        steps["v2_again"] = write(frame([4], ["d"]), 2)
+        steps["v1_after_checkpoint"] = write(frame([3], ["c"]), 1)
+        steps["v1_again"] = write(frame([3], ["c"]), 1)
     if name == "checkConstraint":
         steps["violating"] = write(frame([-5], ["x"]), 10)
     if name == "invariants-notNull":
         steps["violating"] = write(frame([5], [None]), 10)
     result: dict[str, Any] = {"created": True, "table": table, "steps": steps}
     if name == "uniform":  # Iceberg's metadata, written beside the Delta log
-        result["iceberg_metadata"] = sorted(os.listdir(os.path.join(table, "metadata")))
+        result["iceberg_metadata"] = os.path.isdir(os.path.join(table, "metadata"))
 
     read = spark.read.format("delta").load(table)
     if name == "rowTracking":

@@ -28,6 +28,7 @@ import eosink
 from eosink import BatchOutcome, MissingWriterIdError
 from eosink.plugin import BatchContext, ConfigurationError, Proof
 from eosink.protocol import check_identity
+from eosink_delta import delta_spark_merge as merging
 from eosink_delta.options import ENGINES, DeltaOptions
 from eosink_delta.sink import DeltaSink
 from eosink_delta.snapshot import latest
@@ -74,12 +75,6 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if not ctx.writer_id:
         raise MissingWriterIdError("delta")
     uri, storage = options.path, options.storage_options
-    if options.upsert:
-        raise ConfigurationError(
-            "sink 'delta': mode 'upsert' is not supported on engine 'delta-spark' yet (engine "
-            "'auto' chose it: Delta's jars are on the classpath); set engine='delta-rs', which "
-            "commits the upsert and its proof in one Delta commit"
-        )
     if storage:
         raise ConfigurationError(
             "engine 'delta-spark' writes through Spark's Delta writer, which takes its store "
@@ -102,34 +97,31 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
             engine="delta-spark",
         )
         return BatchOutcome(ctx, "skipped", reason=reason)
+    configuration, table_columns = None, None
+    partition_by = list(options.partition_by)
     with latest(uri, storage, fresh=False) as table:
         if table is None:
             check_not_other_data(uri, storage)
         else:
-            check_table_features(
-                uri, table.metadata().configuration, engine="delta-spark", mode=ctx.mode
-            )
-            columns = list(table.metadata().partition_columns)
-            check_partitions(uri, columns, options.partition_by)
+            configuration = dict(table.metadata().configuration)
+            check_table_features(uri, configuration, engine="delta-spark", mode=ctx.mode)
+            partition_by = list(table.metadata().partition_columns)
+            check_partitions(uri, partition_by, options.partition_by)
+            table_columns = [f.name for f in table.schema().fields]
+    if options.upsert:
+        merging.check_upsert(df, uri, ctx, options, partition_by, configuration, table_columns)
     stored = Proof(
         writer_id=ctx.writer_id,
         batch_id=ctx.batch_id,
         query_id=ctx.query_id,
         checkpoint=ctx.checkpoint,
     )
-    writer = (
-        df.write.format("delta")
-        .option("txnAppId", ctx.writer_id)
-        .option("txnVersion", str(ctx.batch_id))
-        .option("userMetadata", json.dumps({PROOF_KEY: stored.to_json()}))
-        .mode("overwrite" if ctx.mode == "complete" else "append")
-    )
-    if options.merge_schema:
-        writer = writer.option("mergeSchema", "true")
-    if options.partition_by:
-        writer = writer.partitionBy(*options.partition_by)
+    metadata = json.dumps({PROOF_KEY: stored.to_json()})
     try:
-        writer.save(uri)
+        if options.upsert:
+            upsert_with_delta_spark(df, ctx, options, metadata, partition_by, table_columns)
+        else:
+            _write(df, ctx, options, metadata)
     except Exception as error:
         violated = constraint_violation(error)
         if violated is None:
@@ -150,6 +142,45 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
         engine="delta-spark",
     )
     return BatchOutcome(ctx, "committed")
+
+
+def _write(df: Any, ctx: BatchContext, options: DeltaOptions, metadata: str) -> None:
+    """An append (or complete mode's overwrite) through Delta's writer, its txn and proof as
+    the writer's options: scoped to this one write by Delta itself."""
+    writer = (
+        df.write.format("delta")
+        .option("txnAppId", ctx.writer_id)
+        .option("txnVersion", str(ctx.batch_id))
+        .option("userMetadata", metadata)
+        .mode("overwrite" if ctx.mode == "complete" else "append")
+    )
+    if options.merge_schema:
+        writer = writer.option("mergeSchema", "true")
+    if options.partition_by:
+        writer = writer.partitionBy(*options.partition_by)
+    writer.save(options.path)
+
+
+def upsert_with_delta_spark(
+    df: Any,
+    ctx: BatchContext,
+    options: DeltaOptions,
+    metadata: str,
+    partition_by: list[str],
+    table_columns: list[str] | None,
+) -> None:
+    """A keyed upsert: the batch reduced to one row per key (or refused), then Delta's MERGE
+    with the txn and proof (:mod:`eosink_delta.delta_spark_merge`). Into a table not yet
+    there, the batch's rows are the table: one append creates it, with the txn and proof."""
+    df = df.persist()  # checked, then merged: the same rows both times
+    try:
+        rows = merging.batch_rows(df, ctx, options, partition_by)
+        if table_columns is None:
+            _write(rows, ctx, options, metadata)
+        else:
+            merging.merge(rows, options.path, ctx, options, metadata)
+    finally:
+        df.unpersist()
 
 
 #: Delta's error classes for a write whose rows break the table's constraints (Delta then
@@ -175,6 +206,15 @@ def constraint_violation(error: BaseException) -> str | None:
 
 def _options(path: str, options: dict[str, Any]) -> DeltaOptions:
     return DeltaSink(dict(options, path=path)).options
+
+
+def _modes(mode: str, options: dict[str, Any]) -> str:
+    """The front doors' ``mode``: Spark's output mode (``append``, ``complete``) or the sink's
+    ``upsert`` (with ``key``), whose batches are a query's appended or updated rows."""
+    if mode == "upsert":
+        options["mode"] = "upsert"
+        return "append"
+    return mode
 
 
 @attrs.define
@@ -228,6 +268,7 @@ def foreach_batch(
     if not writer_id:
         raise MissingWriterIdError("delta")
     options.setdefault("engine", "auto")
+    mode = _modes(mode, options)
     return DeltaForeachBatch(_options(path, options), str(writer_id), mode, tuple(plugins))
 
 
@@ -245,6 +286,7 @@ def write_batch(
     if not writer_id:
         raise MissingWriterIdError("delta")
     options.setdefault("engine", "auto")
+    mode = _modes(mode, options)
     opts = _options(path, options)
     engine = choose_engine(df.sparkSession, opts.engine)
     if engine == "delta-rs":
