@@ -161,6 +161,7 @@ def upsert_batches(spark: Any, root: str) -> dict[str, Any]:
         "null_key": upsert([(None, "a2", 0)], 2),
         "ordered": upsert([(4, "old", 1), (4, "new", 2), (1, "a2", 0)], 2, order_by="seq"),
         "tied": upsert([(5, "x", 1), (5, "y", 1)], 3, order_by="seq"),
+        "null_order": upsert([(6, "x", None), (6, "y", 1)], 3, order_by="seq"),
     }
     return {
         "table": table,

@@ -141,6 +141,7 @@ def test_upsert_batches_refuse_what_delta_rs_refuses(runs):
     refused(steps["doubled"], "more than once", "user_id=4", "order_by")
     refused(steps["null_key"], "null key")
     refused(steps["tied"], "same greatest seq=1")
+    refused(steps["null_order"], "order_by column 'seq' is null", "user_id=6")
     expected = {1: "a2", 2: "a1", 3: "a1", 4: "new"}
     assert by_key(r["rows"]) == expected
     assert by_key(delta_rs_rows(r["table"])) == expected

@@ -68,15 +68,13 @@ def check_upsert(
         )
 
 
-def _key_values(row: Any, key: Sequence[str]) -> tuple:
-    return tuple(row[c] for c in key)
-
-
 def batch_rows(
     df: Any, ctx: BatchContext, options: DeltaOptions, partition_by: Sequence[str]
 ) -> Any:
     """The batch's rows to merge, one per key: refuses null keys and keys held twice (or
-    tied on ``order_by``, whose greatest value otherwise picks the row)."""
+    tied on ``order_by``, whose greatest value otherwise picks the row). One Spark job: an
+    aggregation by the key (after a window by it with ``order_by``) that keeps the first
+    offending key."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
@@ -90,24 +88,32 @@ def batch_rows(
             return F.col(c).isNull() | (F.col(c) == "")
         return F.col(c).isNull()
 
+    def count(condition: Any) -> Any:
+        return F.sum(F.when(condition, 1).otherwise(0))
+
     any_null = functools.reduce(operator.or_, [null(c) for c in key])
-    bad = df.where(any_null if order_by is None else any_null | F.col(order_by).isNull())
-    for row in bad.limit(1).collect():
-        k = tuple(None if row[c] == "" and c in partition_by else row[c] for c in key)
+    if order_by is None:
+        rows, stats = df, df.groupBy(*key).agg(F.count(F.lit(1)).alias("n"))
+        bad = any_null | (F.col("n") > 1)
+    else:
+        ranked = df.withColumn(_TOP, F.max(order_by).over(Window.partitionBy(*key)))
+        rows = ranked.where(F.col(order_by) == F.col(_TOP)).drop(_TOP)
+        stats = ranked.groupBy(*key).agg(
+            count(F.col(order_by).isNull()).alias("nulls"),
+            count(F.col(order_by) == F.col(_TOP)).alias("n"),
+            F.max(_TOP).alias("top"),
+        )
+        bad = any_null | (F.col("nulls") > 0) | (F.col("n") > 1)
+    for row in stats.where(bad).limit(1).collect():
+        k = tuple(None if c in partition_by and row[c] == "" else row[c] for c in key)
         if any(v is None for v in k):
             raise null_key_error(ctx, options.key, k)
-        raise null_order_error(ctx, options.key, k, order_by)  # type: ignore[arg-type]
-    if order_by is None:
-        doubled = df.groupBy(*key).count().where(F.col("count") > 1)
-        for row in doubled.limit(1).collect():
-            raise doubled_key_error(ctx, options.key, _key_values(row, key))
-        return df
-    ranked = df.withColumn(_TOP, F.max(order_by).over(Window.partitionBy(*key)))
-    winners = ranked.where(F.col(order_by) == F.col(_TOP))
-    tied = winners.groupBy(*key).agg(F.count(F.lit(1)).alias("n"), F.first(_TOP).alias("top"))
-    for row in tied.where(F.col("n") > 1).limit(1).collect():
-        raise tied_key_error(ctx, options.key, _key_values(row, key), order_by, row["top"])
-    return winners.drop(_TOP)
+        if order_by is None:
+            raise doubled_key_error(ctx, options.key, k)
+        if row["nulls"]:
+            raise null_order_error(ctx, options.key, k, order_by)
+        raise tied_key_error(ctx, options.key, k, order_by, row["top"])
+    return rows
 
 
 def _quoted(name: str) -> str:
