@@ -223,7 +223,7 @@ def upsert_concurrent(spark: Any, root: str) -> dict[str, Any]:
     queries = []
     for name in ("qa", "qb"):
         table, source = os.path.join(root, name), os.path.join(root, name + "-in")
-        for b in range(3):
+        for b in range(2):
             write_json(source, f"{b}.json", [{"k": k, "v": f"{name}-{b}"} for k in range(b + 2)])
         writer = delta_spark.foreach_batch(
             table, writer_id=name, mode="upsert", key=["k"], engine="delta-spark"
@@ -246,7 +246,7 @@ def upsert_concurrent(spark: Any, root: str) -> dict[str, Any]:
         table = os.path.join(root, name)
         out["tables"][name] = table
         results[name] = []
-        for version in range(3):
+        for version in range(2):
             df = spark.createDataFrame(
                 [(k, f"{name}-{version}") for k in range(3)], "k long, v string"
             )

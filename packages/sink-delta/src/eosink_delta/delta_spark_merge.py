@@ -24,6 +24,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 from eosink.plugin import BatchContext, ConfigurationError
 from eosink_delta.options import DeltaOptions
 from eosink_delta.upsert import (
@@ -44,6 +45,25 @@ AUTO_MERGE = "spark.databricks.delta.schema.autoMerge.enabled"
 _TOP = "_eosink_top"
 
 
+def _arrow_schema(schema: Any, options: DeltaOptions) -> pa.Schema:
+    """The stream's columns as the delta-rs engine's checks see them. Only the key and
+    ``order_by`` columns' types matter there; a type Arrow has none for (a variant) stands as
+    null elsewhere."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    wanted = {*options.key, options.order_by}
+    fields = []
+    for f in schema.fields:
+        try:
+            t = to_arrow_type(f.dataType)
+        except Exception:  # noqa: BLE001 - no Arrow type: refused below if it is a key
+            if f.name in wanted:
+                raise
+            t = pa.null()
+        fields.append(pa.field(f.name, t))
+    return pa.schema(fields)
+
+
 def check_upsert(
     df: Any,
     uri: str,
@@ -55,9 +75,7 @@ def check_upsert(
 ) -> None:
     """Refuse, before any Spark job, what an upsert of this stream into this table cannot be:
     the delta-rs engine's option checks, a key the table lacks, an append-only table."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    check_options(uri, options, to_arrow_schema(df.schema), partition_by, ctx.mode)
+    check_options(uri, options, _arrow_schema(df.schema, options), partition_by, ctx.mode)
     if table_columns is not None:
         check_table_key(uri, options, table_columns)
     if str((configuration or {}).get("delta.appendOnly", "false")).lower() == "true":
