@@ -317,6 +317,34 @@ def update_aggregation(spark: Any, root: str) -> dict[str, Any]:
     }
 
 
+def output_modes(spark: Any, root: str) -> dict[str, Any]:
+    """Queries whose output mode the writer would corrupt the table with: an update-mode
+    aggregation into an append (unkeyed) writer, which would append each changed row again."""
+    from pyspark.sql import functions as F
+
+    from eosink_delta import delta_spark
+
+    table, source = os.path.join(root, "table"), os.path.join(root, "in")
+    write_json(source, "0.json", [{"user_id": 1, "amount": 5}, {"user_id": 1, "amount": 2}])
+    writer = delta_spark.foreach_batch(table, writer_id="totals", engine="delta-spark")
+    totals = (
+        spark.readStream.schema("user_id long, amount long")
+        .json(source)
+        .groupBy("user_id")
+        .agg(F.sum("amount").alias("total"))
+    )
+    try:
+        run_available(
+            totals.writeStream.outputMode("update")
+            .foreachBatch(writer)
+            .option("checkpointLocation", os.path.join(root, "ckpt"))
+        )
+        error = None
+    except Exception as failure:  # noqa: BLE001 - the parent judges it
+        error = error_of(failure)
+    return {"error": error, "table_exists": os.path.exists(table), "outcomes": len(writer.outcomes)}
+
+
 # -- the feature matrix ---------------------------------------------------------------------------
 
 #: Each feature: the columns and clauses of a table delta-spark creates with it.
@@ -418,6 +446,7 @@ SCENARIOS: dict[str, Callable[[Any, str], dict[str, Any]]] = {
     "upsert_settings": upsert_settings,
     "upsert_concurrent": upsert_concurrent,
     "update_aggregation": update_aggregation,
+    "output_modes": output_modes,
 }
 
 

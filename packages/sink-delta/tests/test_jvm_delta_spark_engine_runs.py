@@ -184,6 +184,15 @@ def test_update_mode_aggregation_through_delta_spark(runs):
         assert {x["user_id"]: (x["events"], x["total"]) for x in rows} == expected
 
 
+def test_update_mode_into_an_unkeyed_writer_is_refused(runs):
+    """Appending an update-mode query's changed rows would keep every older version of them."""
+    r = scenario(runs, "output_modes")
+    assert r["error"] is not None
+    assert "outputMode('update')" in r["error"]["message"], r["error"]
+    assert "mode='upsert'" in r["error"]["message"] or "key" in r["error"]["message"]
+    assert not r["table_exists"] and r["outcomes"] == 0
+
+
 # -- the feature matrix ---------------------------------------------------------------------------
 
 #: Features a table cannot be created with by the jars at hand (UniForm writes Iceberg
