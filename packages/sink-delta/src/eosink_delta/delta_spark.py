@@ -242,17 +242,21 @@ class DeltaForeachBatch:
             self._rs(df, batch_id)
             self.outcomes.append(self._rs.outcomes[-1])
             return
-        from eosink.spark.foreach_batch import _query_identity
+        from eosink.spark.foreach_batch import check_output_mode, running_query
 
-        query_id, checkpoint = _query_identity(df)
+        query = running_query(df)
+        # As the core's foreach_batch: an update-mode query's batches hold changed rows, which
+        # only a keyed (upsert) writer puts in place; a complete one's, the whole result.
+        mode: Any = self.mode
+        check_output_mode(query.output_mode, mode, self.options.upsert)
         ctx = BatchContext(
             sink="delta",
             writer_id=self.writer_id,
             batch_id=int(batch_id),
             kind="stream",
             mode=self.mode,  # type: ignore[arg-type]
-            query_id=query_id,
-            checkpoint=checkpoint,
+            query_id=query.id,
+            checkpoint=query.checkpoint,
         )
         self.outcomes.append(write_with_delta_spark(df, ctx, self.options))
 
