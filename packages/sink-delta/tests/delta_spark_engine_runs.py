@@ -163,9 +163,23 @@ def upsert_batches(spark: Any, root: str) -> dict[str, Any]:
         "tied": upsert([(5, "x", 1), (5, "y", 1)], 3, order_by="seq"),
         "null_order": upsert([(6, "x", None), (6, "y", 1)], 3, order_by="seq"),
     }
+    # A batch the user cached: eosink's own persist of the batch must not drop that cache.
+    mine = spark.createDataFrame([(8, "c", 0)], "user_id long, v string, seq long").cache()
+    steps["user_cached"] = outcome(
+        lambda: delta_spark.write_batch(
+            mine,
+            table,
+            writer_id="job",
+            version=3,
+            mode="upsert",
+            key=["user_id"],
+            engine="delta-spark",
+        )
+    )
     return {
         "table": table,
         "steps": steps,
+        "still_cached": mine.is_cached,
         "rows": rows_of(spark.read.format("delta").load(table)),
         "settings": session_settings(spark),
     }

@@ -142,10 +142,11 @@ def test_upsert_batches_refuse_what_delta_rs_refuses(runs):
     refused(steps["null_key"], "null key")
     refused(steps["tied"], "same greatest seq=1")
     refused(steps["null_order"], "order_by column 'seq' is null", "user_id=6")
-    expected = {1: "a2", 2: "a1", 3: "a1", 4: "new"}
+    assert steps["user_cached"] == {"status": "committed"} and r["still_cached"]
+    expected = {1: "a2", 2: "a1", 3: "a1", 4: "new", 8: "c"}
     assert by_key(r["rows"]) == expected
     assert by_key(delta_rs_rows(r["table"])) == expected
-    assert txns(r["table"]) == [("job", 0), ("job", 1), ("job", 2)]
+    assert txns(r["table"]) == [("job", 0), ("job", 1), ("job", 2), ("job", 3)]
     assert r["settings"] == NO_SETTINGS
 
 
