@@ -172,7 +172,9 @@ def upsert_with_delta_spark(
     """A keyed upsert: the batch reduced to one row per key (or refused), then Delta's MERGE
     with the txn and proof (:mod:`eosink_delta.delta_spark_merge`). Into a table not yet
     there, the batch's rows are the table: one append creates it, with the txn and proof."""
-    df = df.persist()  # checked, then merged: the same rows both times
+    cached = df.is_cached  # the user's own cache stays theirs
+    if not cached:
+        df = df.persist()  # checked, then merged: the same rows both times
     try:
         rows = merging.batch_rows(df, ctx, options, partition_by)
         if table_columns is None:
@@ -180,7 +182,8 @@ def upsert_with_delta_spark(
         else:
             merging.merge(rows, options.path, ctx, options, metadata)
     finally:
-        df.unpersist()
+        if not cached:
+            df.unpersist()
 
 
 #: Delta's error classes for a write whose rows break the table's constraints (Delta then
