@@ -12,7 +12,8 @@ what it adds to every sink, shared with the delta-rs engine: the writer identity
 checked (and logged) before anything runs, the check that a new checkpoint does not point at a
 writer's old output, and the proof (query id, checkpoint) in the commit's ``userMetadata``, read
 back through delta-rs. ``engine="auto"`` picks delta-spark when the jars are on the classpath,
-else delta-rs.
+else delta-rs. ``mode="upsert"`` (with ``key``) is Delta's own MERGE, its txn set for that one
+statement (:mod:`eosink_delta.delta_spark_merge`).
 """
 
 from __future__ import annotations
