@@ -101,7 +101,6 @@ def kinds(actions: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
         ({"mode": "upsert", "key": "a, b, a"}, "names a column twice"),
         ({"mode": "upsert", "key": "a", "order_by": "a"}, "is a key column"),
         ({"mode": "merge", "key": "a"}, "mode 'merge' is unknown"),
-        ({"mode": "upsert", "key": "a", "engine": "delta-spark"}, "engine='delta-rs'"),
     ],
 )
 def test_options_refused_at_construction_naming_the_fix(path, options, fix):

@@ -12,7 +12,8 @@ what it adds to every sink, shared with the delta-rs engine: the writer identity
 checked (and logged) before anything runs, the check that a new checkpoint does not point at a
 writer's old output, and the proof (query id, checkpoint) in the commit's ``userMetadata``, read
 back through delta-rs. ``engine="auto"`` picks delta-spark when the jars are on the classpath,
-else delta-rs.
+else delta-rs. ``mode="upsert"`` (with ``key``) is Delta's own MERGE, its txn set for that one
+statement (:mod:`eosink_delta.delta_spark_merge`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import eosink
 from eosink import BatchOutcome, MissingWriterIdError
 from eosink.plugin import BatchContext, ConfigurationError, Proof
 from eosink.protocol import check_identity
+from eosink_delta import delta_spark_merge as merging
 from eosink_delta.options import ENGINES, DeltaOptions
 from eosink_delta.sink import DeltaSink
 from eosink_delta.snapshot import latest
@@ -74,12 +76,6 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
     if not ctx.writer_id:
         raise MissingWriterIdError("delta")
     uri, storage = options.path, options.storage_options
-    if options.upsert:
-        raise ConfigurationError(
-            "sink 'delta': mode 'upsert' is not supported on engine 'delta-spark' yet (engine "
-            "'auto' chose it: Delta's jars are on the classpath); set engine='delta-rs', which "
-            "commits the upsert and its proof in one Delta commit"
-        )
     if storage:
         raise ConfigurationError(
             "engine 'delta-spark' writes through Spark's Delta writer, which takes its store "
@@ -102,34 +98,31 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
             engine="delta-spark",
         )
         return BatchOutcome(ctx, "skipped", reason=reason)
+    configuration, table_columns = None, None
+    partition_by = list(options.partition_by)
     with latest(uri, storage, fresh=False) as table:
         if table is None:
             check_not_other_data(uri, storage)
         else:
-            check_table_features(
-                uri, table.metadata().configuration, engine="delta-spark", mode=ctx.mode
-            )
-            columns = list(table.metadata().partition_columns)
-            check_partitions(uri, columns, options.partition_by)
+            configuration = dict(table.metadata().configuration)
+            check_table_features(uri, configuration, engine="delta-spark", mode=ctx.mode)
+            partition_by = list(table.metadata().partition_columns)
+            check_partitions(uri, partition_by, options.partition_by)
+            table_columns = [f.name for f in table.schema().fields]
+    if options.upsert:
+        merging.check_upsert(df, uri, ctx, options, partition_by, configuration, table_columns)
     stored = Proof(
         writer_id=ctx.writer_id,
         batch_id=ctx.batch_id,
         query_id=ctx.query_id,
         checkpoint=ctx.checkpoint,
     )
-    writer = (
-        df.write.format("delta")
-        .option("txnAppId", ctx.writer_id)
-        .option("txnVersion", str(ctx.batch_id))
-        .option("userMetadata", json.dumps({PROOF_KEY: stored.to_json()}))
-        .mode("overwrite" if ctx.mode == "complete" else "append")
-    )
-    if options.merge_schema:
-        writer = writer.option("mergeSchema", "true")
-    if options.partition_by:
-        writer = writer.partitionBy(*options.partition_by)
+    metadata = json.dumps({PROOF_KEY: stored.to_json()})
     try:
-        writer.save(uri)
+        if options.upsert:
+            upsert_with_delta_spark(df, ctx, options, metadata, partition_by, table_columns)
+        else:
+            _write(df, ctx, options, metadata)
     except Exception as error:
         violated = constraint_violation(error)
         if violated is None:
@@ -150,6 +143,48 @@ def write_with_delta_spark(df: Any, ctx: BatchContext, options: DeltaOptions) ->
         engine="delta-spark",
     )
     return BatchOutcome(ctx, "committed")
+
+
+def _write(df: Any, ctx: BatchContext, options: DeltaOptions, metadata: str) -> None:
+    """An append (or complete mode's overwrite) through Delta's writer, its txn and proof as
+    the writer's options: scoped to this one write by Delta itself."""
+    writer = (
+        df.write.format("delta")
+        .option("txnAppId", ctx.writer_id)
+        .option("txnVersion", str(ctx.batch_id))
+        .option("userMetadata", metadata)
+        .mode("overwrite" if ctx.mode == "complete" else "append")
+    )
+    if options.merge_schema:
+        writer = writer.option("mergeSchema", "true")
+    if options.partition_by:
+        writer = writer.partitionBy(*options.partition_by)
+    writer.save(options.path)
+
+
+def upsert_with_delta_spark(
+    df: Any,
+    ctx: BatchContext,
+    options: DeltaOptions,
+    metadata: str,
+    partition_by: list[str],
+    table_columns: list[str] | None,
+) -> None:
+    """A keyed upsert: the batch reduced to one row per key (or refused), then Delta's MERGE
+    with the txn and proof (:mod:`eosink_delta.delta_spark_merge`). Into a table not yet
+    there, the batch's rows are the table: one append creates it, with the txn and proof."""
+    cached = df.is_cached  # the user's own cache stays theirs
+    if not cached:
+        df = df.persist()  # checked, then merged: the same rows both times
+    try:
+        rows = merging.batch_rows(df, ctx, options, partition_by)
+        if table_columns is None:
+            _write(rows, ctx, options, metadata)
+        else:
+            merging.merge(rows, options.path, ctx, options, metadata)
+    finally:
+        if not cached:
+            df.unpersist()
 
 
 #: Delta's error classes for a write whose rows break the table's constraints (Delta then
@@ -177,6 +212,15 @@ def _options(path: str, options: dict[str, Any]) -> DeltaOptions:
     return DeltaSink(dict(options, path=path)).options
 
 
+def _modes(mode: str, options: dict[str, Any]) -> str:
+    """The front doors' ``mode``: Spark's output mode (``append``, ``complete``) or the sink's
+    ``upsert`` (with ``key``), whose batches are a query's appended or updated rows."""
+    if mode == "upsert":
+        options["mode"] = "upsert"
+        return "append"
+    return mode
+
+
 @attrs.define
 class DeltaForeachBatch:
     """The ``foreachBatch`` function; the engine is chosen on the first batch's session."""
@@ -202,17 +246,21 @@ class DeltaForeachBatch:
             self._rs(df, batch_id)
             self.outcomes.append(self._rs.outcomes[-1])
             return
-        from eosink.spark.foreach_batch import _query_identity
+        from eosink.spark.foreach_batch import check_output_mode, running_query
 
-        query_id, checkpoint = _query_identity(df)
+        query = running_query(df)
+        # As the core's foreach_batch: an update-mode query's batches hold changed rows, which
+        # only a keyed (upsert) writer puts in place; a complete one's, the whole result.
+        mode: Any = self.mode
+        check_output_mode(query.output_mode, mode, self.options.upsert)
         ctx = BatchContext(
             sink="delta",
             writer_id=self.writer_id,
             batch_id=int(batch_id),
             kind="stream",
             mode=self.mode,  # type: ignore[arg-type]
-            query_id=query_id,
-            checkpoint=checkpoint,
+            query_id=query.id,
+            checkpoint=query.checkpoint,
         )
         self.outcomes.append(write_with_delta_spark(df, ctx, self.options))
 
@@ -228,6 +276,7 @@ def foreach_batch(
     if not writer_id:
         raise MissingWriterIdError("delta")
     options.setdefault("engine", "auto")
+    mode = _modes(mode, options)
     return DeltaForeachBatch(_options(path, options), str(writer_id), mode, tuple(plugins))
 
 
@@ -245,6 +294,7 @@ def write_batch(
     if not writer_id:
         raise MissingWriterIdError("delta")
     options.setdefault("engine", "auto")
+    mode = _modes(mode, options)
     opts = _options(path, options)
     engine = choose_engine(df.sparkSession, opts.engine)
     if engine == "delta-rs":

@@ -139,9 +139,3 @@ class DeltaOptions:
                 f"sink 'delta': order_by {self.order_by!r} is a key column, so it cannot order "
                 "the rows of one key; name another column (e.g. an event time or a version)"
             )
-        if self.upsert and self.engine == "delta-spark":
-            raise ConfigurationError(
-                "sink 'delta': mode 'upsert' is not supported on engine 'delta-spark' yet; use "
-                "engine='delta-rs' (the default), which commits the upsert and its proof in one "
-                "Delta commit"
-            )

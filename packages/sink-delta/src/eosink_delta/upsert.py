@@ -238,6 +238,51 @@ class _Reader:
         return list(zip(*columns)) if columns else []
 
 
+# The batch's refusals, worded alike on both engines (delta-rs reads the staged files' keys,
+# delta-spark asks Spark).
+
+
+def null_key_error(ctx: BatchContext, key: tuple[str, ...], k: tuple) -> ConfigurationError:
+    nulls = [c for c, v in zip(key, k) if v is None]
+    return ConfigurationError(
+        f"{ctx.label}: sink 'delta' (mode 'upsert'): a row of the batch has a null "
+        f"key column {nulls} ({_shown(key, k)}); a key identifies a row and cannot "
+        "be null (an empty string in a partition column is null in Delta). Filter "
+        "or fill those rows in the query. Nothing of this batch was committed."
+    )
+
+
+def doubled_key_error(ctx: BatchContext, key: tuple[str, ...], k: tuple) -> ConfigurationError:
+    return ConfigurationError(
+        f"{ctx.label}: sink 'delta' (mode 'upsert'): the batch holds key "
+        f"({_shown(key, k)}) more than once, and which row would win is Spark's "
+        "partitioning, not the query's. Reduce the batch to one row per key "
+        "(e.g. groupBy the key), or name a column with option order_by whose "
+        "greatest value wins. Nothing of this batch was committed."
+    )
+
+
+def null_order_error(
+    ctx: BatchContext, key: tuple[str, ...], k: tuple, order_by: str
+) -> ConfigurationError:
+    return ConfigurationError(
+        f"{ctx.label}: sink 'delta' (mode 'upsert'): order_by column {order_by!r} "
+        f"is null in a row of key ({_shown(key, k)}); fill it in the query. Nothing "
+        "of this batch was committed."
+    )
+
+
+def tied_key_error(
+    ctx: BatchContext, key: tuple[str, ...], k: tuple, order_by: str, value: Any
+) -> ConfigurationError:
+    return ConfigurationError(
+        f"{ctx.label}: sink 'delta' (mode 'upsert'): the batch holds key ({_shown(key, k)}) "
+        f"more than once with the same greatest {order_by}={value!r}, so no row wins; make "
+        "order_by unique per key (e.g. add a sequence number). Nothing of this batch was "
+        "committed."
+    )
+
+
 def read_batch_keys(
     ctx: BatchContext, options: DeltaOptions, reader: _Reader, staged: list[DeltaFile]
 ) -> tuple[BatchKeys, dict[int, list[bool]]]:
@@ -256,31 +301,15 @@ def read_batch_keys(
         order = table.column(order_by).to_pylist() if order_by is not None else None
         for row, k in enumerate(keys):
             if any(v is None for v in k):
-                nulls = [c for c, v in zip(key, k) if v is None]
-                raise ConfigurationError(
-                    f"{ctx.label}: sink 'delta' (mode 'upsert'): a row of the batch has a null "
-                    f"key column {nulls} ({_shown(key, k)}); a key identifies a row and cannot "
-                    "be null (an empty string in a partition column is null in Delta). Filter "
-                    "or fill those rows in the query. Nothing of this batch was committed."
-                )
+                raise null_key_error(ctx, key, k)
             if order is None:
                 if k in best:
-                    raise ConfigurationError(
-                        f"{ctx.label}: sink 'delta' (mode 'upsert'): the batch holds key "
-                        f"({_shown(key, k)}) more than once, and which row would win is Spark's "
-                        "partitioning, not the query's. Reduce the batch to one row per key "
-                        "(e.g. groupBy the key), or name a column with option order_by whose "
-                        "greatest value wins. Nothing of this batch was committed."
-                    )
+                    raise doubled_key_error(ctx, key, k)
                 best[k] = (None, i, row)
                 continue
             value = order[row]
             if value is None:
-                raise ConfigurationError(
-                    f"{ctx.label}: sink 'delta' (mode 'upsert'): order_by column {order_by!r} "
-                    f"is null in a row of key ({_shown(key, k)}); fill it in the query. Nothing "
-                    "of this batch was committed."
-                )
+                raise null_order_error(ctx, key, k, order_by)
             held = best.get(k)
             if held is None or value > held[0]:
                 best[k] = (value, i, row)
@@ -289,12 +318,7 @@ def read_batch_keys(
                 tied[k] = value
     if tied:
         k, value = next(iter(tied.items()))
-        raise ConfigurationError(
-            f"{ctx.label}: sink 'delta' (mode 'upsert'): the batch holds key ({_shown(key, k)}) "
-            f"more than once with the same greatest {order_by}={value!r}, so no row wins; make "
-            "order_by unique per key (e.g. add a sequence number). Nothing of this batch was "
-            "committed."
-        )
+        raise tied_key_error(ctx, key, k, order_by, value)
     out.keys = set(best)
     out.summarize()
     keep: dict[int, list[bool]] = {}
