@@ -43,6 +43,29 @@ def test_failed_commit_aborts_and_reraises():
     assert STORES[sink.options.name]["staged"] == {} and STORES[sink.options.name]["rows"] == []
 
 
+def test_failed_init_aborts_with_no_state_and_reraises():
+    """hookspecs.abort: it runs after any failure of init too, with ``state`` None, so a sink
+    whose init opened something in the target (a transaction, a lock) and then failed can
+    release it before the error reaches Spark."""
+    aborted = []
+
+    class InitFails:
+        @hookimpl(tryfirst=True)
+        def init(self):
+            raise OSError("init failed half-way")
+
+        @hookimpl(tryfirst=True)
+        def abort(self, state, messages):
+            aborted.append((state, messages))
+
+    sink = MemorySink(name=next(names))
+    ctx = BatchContext(sink="memory", writer_id="w", batch_id=0)
+    with pytest.raises(OSError, match="init failed half-way"):
+        run_batch(sink, ctx, SCHEMA, LocalRunner(rows(1)), plugins=[InitFails()])
+    assert aborted == [(None, [])]
+    assert STORES[sink.options.name]["rows"] == []
+
+
 def test_abort_failure_never_hides_the_original_error():
     class BadAbort:
         @hookimpl(tryfirst=True)

@@ -177,7 +177,14 @@ def prepare(
             check_replay(ctx, proof, run_writes(dry), fingerprint)
         _log_outcome(outcome)
         return prepared
-    return Prepared(skipped=None, state=pm.hook.init(ctx=ctx, schema=schema))
+    try:
+        state = pm.hook.init(ctx=ctx, schema=schema)
+    except BaseException:
+        # what init opened in the target before it failed (a transaction, a lock) is the
+        # sink's to release: abort runs with no state, as the hook spec says
+        abort_quietly(pm, ctx, None, [])
+        raise
+    return Prepared(skipped=None, state=state)
 
 
 def finish(
