@@ -1,0 +1,140 @@
+"""Kafka as the source of the end-to-end crash tests (test_jvm_kafka_*.py): a topic of generated
+records on the session's broker (kafka_broker.py), read by Spark's Kafka source
+(kafka_stream.py) in a query process of its own, written by a sink, killed (SIGKILL) in the
+middle of a batch; while it is down a partition is added and more records are produced; it is
+started again from its checkpoint and consumes them all. An independent reader of the sink's
+store must see every record exactly once: each key once with its value, each partition's
+offsets 0..end, none twice.
+
+Spark's Kafka connector (3rdparty/jvm/artifacts.txt's ``kafka-spark`` set) exists for Spark
+4.2.0 only, while the project runs pyspark 4.3: the query processes run pyspark 4.2.0 from
+``build-support/spark-env`` (:func:`eosink.testing.reference_spark.spark_python`) ahead of the
+project's own on their path, with the connector's jars handed to spark-submit
+(``PYSPARK_SUBMIT_ARGS``); eosink and its sinks are the project's.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kafka_stream  # the query's source, run in the query's own process
+import pytest
+from kafka_broker import KafkaBroker
+
+from eosink.testing.jvm import jars
+from eosink.testing.killable_query import QueryJob
+from eosink.testing.killed_query import QueryProcesses
+from eosink.testing.reference_spark import spark_python
+
+#: The Spark that the ``kafka-spark`` set's connector (spark-sql-kafka-0-10 4.2.0) is built for.
+KAFKA_SPARK = "4.2.0"
+#: The first round: three batches of ``MAX_OFFSETS`` records; the kill falls in the second.
+PARTITIONS, FIRST, MAX_OFFSETS = 3, 600, 200
+#: While the query is down: a fourth partition and more records on every partition.
+GROWN, SECOND = 4, 300
+#: The job's ``stream``: the Kafka source of kafka_stream.py.
+STREAM = f"{kafka_stream.__name__}:stream"
+
+Row = dict[str, Any]
+
+
+@pytest.fixture
+def kafka_spark(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory):
+    """Query processes started by this test run pyspark 4.2.0 with Spark's Kafka connector:
+    a folder holding only that pyspark and its py4j goes first on the path they inherit
+    (:class:`~eosink.testing.killed_query.QueryProcesses` hands them this process's path), and
+    the connector's jars go to spark-submit."""
+    site = subprocess.run(
+        [spark_python(KAFKA_SPARK), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    folder = tmp_path_factory.mktemp(f"pyspark-{KAFKA_SPARK}")
+    for pattern in ("pyspark", "pyspark-*.dist-info", "py4j", "py4j-*.dist-info"):
+        for path in glob.glob(os.path.join(site, pattern)):
+            os.symlink(path, folder / os.path.basename(path))
+    paths = jars("kafka-spark")
+    assert not any(" " in p for p in paths), f"spark-submit splits its arguments on spaces: {paths}"
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--jars {','.join(paths)} pyspark-shell")
+
+
+def records(round_: int, count: int) -> list[tuple[str, str]]:
+    """``count`` generated records of round ``round_``: unique keys, values derived from them."""
+    return [
+        (f"r{round_}-k{i:05d}", f"value {i * 7919 % 10007} of r{round_} ü") for i in range(count)
+    ]
+
+
+def committed_ends(checkpoint: Path, topic: str) -> tuple[int, dict[int, int]]:
+    """From Spark's checkpoint: the last batch in its commit log, and where that batch ended in
+    each partition (its offset log: version, metadata, then the source's offsets)."""
+    batch = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
+    ends = json.loads(lines[2])[topic]
+    return batch, {int(p): int(o) for p, o in ends.items()}
+
+
+def assert_held(rows: list[Row], produced: list[tuple[str, str]], ends: dict[int, int]) -> None:
+    """``rows`` (read back from the sink's store) are exactly the records at offsets
+    ``0..ends[p]`` of each partition, each once, with the key and value produced."""
+    keys = Counter(r["key"] for r in rows)
+    assert not [
+        k for k, n in keys.items() if n > 1
+    ], f"duplicated: {[k for k, n in keys.items() if n > 1][:5]}"
+    values = dict(produced)
+    wrong = [r for r in rows if values.get(r["key"]) != r["value"]]
+    assert not wrong, f"rows that were never produced: {wrong[:3]}"
+    offsets: dict[int, list[int]] = {}
+    for r in rows:
+        offsets.setdefault(int(r["kafka_partition"]), []).append(int(r["kafka_offset"]))
+    held = {p: sorted(o) for p, o in offsets.items()}
+    expected = {p: list(range(end)) for p, end in ends.items() if end}
+    lost = {p: sorted(set(expected.get(p, [])) - set(held.get(p, [])))[:5] for p in expected}
+    assert held == expected, f"lost offsets (first few): {lost}"
+
+
+def killed_and_restarted(
+    broker: KafkaBroker,
+    work: Path,
+    job: Callable[[dict[str, Any], dict[str, Any]], QueryJob],
+    read: Callable[[], list[Row]],
+) -> None:
+    """The scenario: ``job(params, stall)`` is the test's query, ``read()`` its store's rows."""
+    topic = f"events-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, PARTITIONS)
+    produced = records(1, FIRST)
+    broker.produce(topic, produced)
+    first_ends = broker.end_offsets(topic)
+    assert sum(first_ends.values()) == FIRST and all(first_ends.values()), first_ends
+    # Batch 1 of 0..2 holds the middle third of each partition (Spark splits
+    # maxOffsetsPerTrigger across partitions in proportion to what each has to read).
+    stall = {"kafka_partition": 0, "kafka_offset": first_ends[0] // 2}
+    params = {"bootstrap": broker.bootstrap, "topic": topic, "max_offsets": MAX_OFFSETS}
+
+    with QueryProcesses(work) as queries:
+        queries.kill_mid_batch(job(params, stall))
+        batch, ends = committed_ends(work / "ckpt", topic)
+        assert (work / "ckpt" / "offsets" / str(batch + 1)).exists()  # the killed batch
+        assert batch >= 0 and ends[0] <= stall["kafka_offset"], (batch, ends, stall)
+        assert_held(read(), produced, ends)  # the committed batches, nothing of the killed one
+
+        # While the query is down: a partition more, and new records on every partition. The
+        # restart replays the killed batch as its offset log has it, then reads the rest in one
+        # batch (a new maxOffsetsPerTrigger applies to new batches only).
+        broker.grow_topic(topic, GROWN)
+        produced += records(2, SECOND)
+        broker.produce(topic, produced[FIRST:])
+        queries.restart(job({**params, "max_offsets": 10**6}, stall))
+    final_ends = broker.end_offsets(topic)
+    assert final_ends[GROWN - 1] > 0 and sum(final_ends.values()) == FIRST + SECOND, final_ends
+    assert_held(read(), produced, final_ends)
