@@ -1,13 +1,13 @@
 // The topics and records of the Kafka tests, through Kafka's own clients (kafka-clients of the
-// broker's jars): run by tests/kafka_broker.py with `java -cp <broker jars> KafkaTopics.java`
-// (Java's source launcher: no build step).
+// broker's jars): compiled by tests/kafka_broker.py once per broker and run with
+// `java -cp <classes>:<broker jars> KafkaTopics BOOTSTRAP COMMAND TOPIC [N]`.
 //
-//   KafkaTopics.java BOOTSTRAP create TOPIC PARTITIONS     a topic (replication factor 1)
-//   KafkaTopics.java BOOTSTRAP partitions TOPIC PARTITIONS  grow a topic to PARTITIONS
-//   KafkaTopics.java BOOTSTRAP produce TOPIC                one record per stdin line KEY<TAB>VALUE,
-//                                                           acknowledged by the broker (acks=all,
-//                                                           idempotent) before the exit
-//   KafkaTopics.java BOOTSTRAP offsets TOPIC                prints "PARTITION<TAB>END OFFSET" lines
+//   create TOPIC PARTITIONS       a topic (replication factor 1)
+//   partitions TOPIC PARTITIONS   grow a topic to PARTITIONS
+//   produce TOPIC                 one record per stdin line KEY<TAB>VALUE, each acknowledged by the
+//                                 broker (acks=all, idempotent producer) before the exit; then
+//                                 prints the topic's end offsets, as `offsets` does
+//   offsets TOPIC                 prints "PARTITION<TAB>END OFFSET" lines
 //
 // Any failure exits non-zero with the exception on stderr.
 
@@ -15,11 +15,11 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
-import java.util.stream.Collectors;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -33,7 +33,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class KafkaTopics {
   public static void main(String[] args) throws Exception {
     if (args.length < 3) {
-      throw new IllegalArgumentException("usage: BOOTSTRAP create|partitions|produce|offsets TOPIC [N]");
+      throw new IllegalArgumentException(
+          "usage: BOOTSTRAP create|partitions|produce|offsets TOPIC [N]");
     }
     String bootstrap = args[0], command = args[1], topic = args[2];
     Properties props = new Properties();
@@ -53,27 +54,34 @@ public class KafkaTopics {
         break;
       case "produce":
         produce(props, topic);
+        printEndOffsets(props, topic);
         break;
       case "offsets":
-        try (Admin admin = Admin.create(props)) {
-          int partitions = admin.describeTopics(List.of(topic)).allTopicNames().get()
-              .get(topic).partitions().size();
-          Map<TopicPartition, OffsetSpec> latest = new java.util.HashMap<>();
-          for (int p = 0; p < partitions; p++) {
-            latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
-          }
-          var ends = admin.listOffsets(latest).all().get();
-          for (int p = 0; p < partitions; p++) {
-            System.out.println(p + "\t" + ends.get(new TopicPartition(topic, p)).offset());
-          }
-        }
+        printEndOffsets(props, topic);
         break;
       default:
         throw new IllegalArgumentException("unknown command " + command);
     }
   }
 
-  static void produce(Properties props, String topic) throws Exception {
+  static void printEndOffsets(Properties props, String topic) throws Exception {
+    try (Admin admin = Admin.create(props)) {
+      int partitions = admin.describeTopics(List.of(topic)).allTopicNames().get()
+          .get(topic).partitions().size();
+      Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+      for (int p = 0; p < partitions; p++) {
+        latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
+      }
+      var ends = admin.listOffsets(latest).all().get();
+      for (int p = 0; p < partitions; p++) {
+        System.out.println(p + "\t" + ends.get(new TopicPartition(topic, p)).offset());
+      }
+    }
+  }
+
+  static void produce(Properties baseProps, String topic) throws Exception {
+    Properties props = new Properties();
+    props.putAll(baseProps);
     props.put("acks", "all");
     props.put("enable.idempotence", "true");
     props.put("linger.ms", "5");
@@ -92,7 +100,8 @@ public class KafkaTopics {
         if (tab < 0) {
           throw new IllegalArgumentException("a record line is KEY<TAB>VALUE: " + line);
         }
-        sent.add(producer.send(new ProducerRecord<>(topic, line.substring(0, tab), line.substring(tab + 1))));
+        String key = line.substring(0, tab), value = line.substring(tab + 1);
+        sent.add(producer.send(new ProducerRecord<>(topic, key, value)));
       }
       producer.flush();
       for (Future<RecordMetadata> f : sent) {

@@ -3,13 +3,13 @@ JVM), the jars of 3rdparty/jvm/artifacts.txt's ``kafka-broker`` set (fetched on 
 ``build-support/jvm-jars``), a temporary log dir, free ports, stopped at the end of the session.
 
 Topics and records go through Kafka's own clients (``kafka-clients`` of the same jars), run by
-the small Java program ``KafkaTopics.java`` beside this module with Java's source launcher (one
-JVM per call, ~3 s): the records a test produces are acknowledged by the broker (``acks=all``,
-idempotent producer) before :meth:`KafkaBroker.produce` returns.
+the small Java program ``KafkaTopics.java`` beside this module (compiled once per broker, while
+it starts; one JVM per call, ~2 s): the records a test produces are acknowledged by the broker
+(``acks=all``, idempotent producer) before :meth:`KafkaBroker.produce` returns.
 
     def test_x(kafka_broker):
         kafka_broker.create_topic("events", partitions=3)
-        kafka_broker.produce("events", [("k1", "v1"), ("k2", "v2")])
+        ends = kafka_broker.produce("events", [("k1", "v1"), ("k2", "v2")])
         spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka_broker.bootstrap)
 
 The broker writes no log of its own (the set has no SLF4J binding); a broker that exits or does
@@ -38,8 +38,9 @@ import pytest
 from eosink.testing.jvm import jars
 
 HOST = "127.0.0.1"
-#: The Java program of the topic and record calls (a single source file, no build step).
+#: The Java program of the topic and record calls (one source file).
 CLIENT = Path(__file__).resolve().parent / "KafkaTopics.java"
+JDK_HINT = "the Kafka tests run a broker and compile KafkaTopics.java: they need a JDK 17+"
 #: Small JVMs that start fast: the broker serves a few thousand records.
 JVM_OPTIONS = (
     "-Xmx512m",
@@ -98,12 +99,21 @@ class KafkaBroker:
     """A running broker: where it listens, and Kafka's clients against it."""
 
     bootstrap: str
+    #: The broker's jars and the compiled KafkaTopics.
     classpath: str = attrs.field(repr=False)
 
     def call(self, *args: str, records: str | None = None) -> str:
-        """Run ``KafkaTopics.java <bootstrap> <args>`` (``records`` on its stdin); its stdout."""
+        """Run ``KafkaTopics <bootstrap> <args>`` (``records`` on its stdin); its stdout."""
         done = subprocess.run(
-            ["java", *JVM_OPTIONS, "-cp", self.classpath, str(CLIENT), self.bootstrap, *args],
+            [
+                jdk_tool("java"),
+                *JVM_OPTIONS,
+                "-cp",
+                self.classpath,
+                "KafkaTopics",
+                self.bootstrap,
+                *args,
+            ],
             input=records,
             capture_output=True,
             text=True,
@@ -112,8 +122,8 @@ class KafkaBroker:
         )
         if done.returncode != 0:
             raise RuntimeError(
-                f"KafkaTopics {' '.join(args)} failed (exit {done.returncode}; Java's source "
-                f"launcher needs a JDK, not a JRE):\n{done.stderr[-3000:]}"
+                f"KafkaTopics {' '.join(args)} failed (exit {done.returncode}):\n"
+                f"{done.stderr[-3000:]}"
             )
         return done.stdout
 
@@ -124,22 +134,28 @@ class KafkaBroker:
         """Add partitions to ``topic`` up to ``partitions`` in all."""
         self.call("partitions", topic, str(partitions))
 
-    def produce(self, topic: str, records: Iterable[tuple[str, str]]) -> None:
-        """Send ``(key, value)`` records, partitioned by key, and wait for every ack."""
+    def produce(self, topic: str, records: Iterable[tuple[str, str]]) -> dict[int, int]:
+        """Send ``(key, value)`` records, partitioned by key, and wait for every ack; then the
+        topic's end offsets (:meth:`end_offsets`)."""
         lines = []
         for key, value in records:
             if any(c in text for text in (key, value) for c in "\t\n\r"):
                 raise ValueError(f"a record's key and value are one line without tabs: {key!r}")
             lines.append(f"{key}\t{value}\n")
-        self.call("produce", topic, records="".join(lines))
+        return offsets(self.call("produce", topic, records="".join(lines)))
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         """Each partition of ``topic``: the offset its next record gets."""
-        out = {}
-        for line in self.call("offsets", topic).splitlines():
-            partition, offset = line.split("\t")
-            out[int(partition)] = int(offset)
-        return out
+        return offsets(self.call("offsets", topic))
+
+
+def offsets(text: str) -> dict[int, int]:
+    """KafkaTopics' ``PARTITION<TAB>OFFSET`` lines."""
+    out = {}
+    for line in text.splitlines():
+        partition, offset = line.split("\t")
+        out[int(partition)] = int(offset)
+    return out
 
 
 @contextmanager
@@ -152,7 +168,7 @@ def kafka_broker_running() -> Iterator[KafkaBroker]:
         config = os.path.join(root, "server.properties")
         with open(config, "w") as f:
             f.write(server_properties(port, controller_port, os.path.join(root, "logs")))
-        java = ["java", *JVM_OPTIONS, "-cp", classpath]
+        java = [jdk_tool("java"), *JVM_OPTIONS, "-cp", classpath]
         done = subprocess.run(
             [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", config],
             capture_output=True,
@@ -172,14 +188,41 @@ def kafka_broker_running() -> Iterator[KafkaBroker]:
             )
         watchdog = _watchdog(broker.pid, root)
         try:
+            classes = _compile_client(os.path.join(root, "classes"), classpath)
             _wait_listening(broker, port, output)
-            yield KafkaBroker(bootstrap=f"{HOST}:{port}", classpath=classpath)
+            yield KafkaBroker(
+                bootstrap=f"{HOST}:{port}", classpath=os.pathsep.join([classes, classpath])
+            )
         finally:
             _stop(broker)
             watchdog.kill()
             watchdog.wait()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def jdk_tool(name: str) -> str:
+    """``java`` or ``javac``: JAVA_HOME's if it is set (as Spark picks its Java), else PATH's."""
+    home = os.environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", name) if home else shutil.which(name)
+    if not found or not os.access(found, os.X_OK):
+        where = f"in {home}/bin (JAVA_HOME)" if home else "on PATH"
+        raise RuntimeError(f"no {name} {where}: {JDK_HINT}")
+    return found
+
+
+def _compile_client(classes: str, classpath: str) -> str:
+    """KafkaTopics.java compiled into ``classes`` (against the broker's kafka-clients)."""
+    done = subprocess.run(
+        [jdk_tool("javac"), "-cp", classpath, "-d", classes, str(CLIENT)],
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac {CLIENT} failed:\n{done.stderr[-3000:]}")
+    return classes
 
 
 def _wait_listening(broker: subprocess.Popen[bytes], port: int, output: str) -> None:
