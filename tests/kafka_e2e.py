@@ -64,8 +64,9 @@ def kafka_spark(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
     ).stdout.strip()
     folder = tmp_path_factory.mktemp(f"pyspark-{KAFKA_SPARK}")
     for pattern in ("pyspark", "pyspark-*.dist-info", "py4j", "py4j-*.dist-info"):
-        for path in glob.glob(os.path.join(site, pattern)):
-            os.symlink(path, folder / os.path.basename(path))
+        found = glob.glob(os.path.join(site, pattern))
+        assert len(found) == 1, f"{pattern} in {site}: {found}"
+        os.symlink(found[0], folder / os.path.basename(found[0]))
     paths = jars("kafka-spark")
     assert not any(" " in p for p in paths), f"spark-submit splits its arguments on spaces: {paths}"
     monkeypatch.syspath_prepend(str(folder))
@@ -109,13 +110,11 @@ def forget_last_commit(checkpoint: Path) -> int:
 def assert_held(rows: list[Row], produced: list[tuple[str, str]], ends: dict[int, int]) -> None:
     """``rows`` (read back from the sink's store) are exactly the records at offsets
     ``0..ends[p]`` of each partition, each once, with the key and value produced."""
-    keys = Counter(r["key"] for r in rows)
-    assert not [
-        k for k, n in keys.items() if n > 1
-    ], f"duplicated: {[k for k, n in keys.items() if n > 1][:5]}"
+    twice = [key for key, n in Counter(r["key"] for r in rows).items() if n > 1]
+    assert not twice, f"duplicated: {twice[:5]}"
     values = dict(produced)
     wrong = [r for r in rows if values.get(r["key"]) != r["value"]]
-    assert not wrong, f"rows that were never produced: {wrong[:3]}"
+    assert not wrong, f"rows whose key and value were not produced: {wrong[:3]}"
     offsets: dict[int, list[int]] = {}
     for r in rows:
         offsets.setdefault(int(r["kafka_partition"]), []).append(int(r["kafka_offset"]))
@@ -140,7 +139,12 @@ def killed_and_restarted(
     # Batch 1 of 0..2 holds the middle third of each partition (Spark splits
     # maxOffsetsPerTrigger across partitions in proportion to what each has to read).
     stall = {"kafka_partition": 0, "kafka_offset": first_ends[0] // 2}
-    params = {"bootstrap": broker.bootstrap, "topic": topic, "max_offsets": MAX_OFFSETS}
+    params = {
+        "bootstrap": broker.bootstrap,
+        "topic": topic,
+        "max_offsets": MAX_OFFSETS,
+        "spark": KAFKA_SPARK,
+    }
 
     with QueryProcesses(work) as queries:
         queries.kill_mid_batch(job(params, stall))
