@@ -165,6 +165,8 @@ def kafka_broker_running() -> Iterator[KafkaBroker]:
     root = tempfile.mkdtemp(prefix="eosink-kafka-")
     try:
         port, controller_port = free_port(), free_port()
+        while controller_port == port:
+            controller_port = free_port()
         config = os.path.join(root, "server.properties")
         with open(config, "w") as f:
             f.write(server_properties(port, controller_port, os.path.join(root, "logs")))

@@ -170,6 +170,7 @@ def killed_and_restarted(
         produced += records(3, THIRD)
         final_ends = broker.produce(topic, produced[FIRST + SECOND :])
         queries.restart(rest)
-        assert (work / "ckpt" / "commits" / str(last + 1)).exists()  # replayed, then one more
+        commits = work / "ckpt" / "commits"
+        assert (commits / str(last)).exists() and (commits / str(last + 1)).exists()
     assert sum(final_ends.values()) == FIRST + SECOND + THIRD, final_ends
     assert_held(read(), produced, final_ends)
