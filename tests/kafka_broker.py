@@ -116,7 +116,8 @@ class KafkaBroker:
             ],
             input=records,
             capture_output=True,
-            text=True,
+            encoding="utf-8",  # KafkaTopics reads its records as UTF-8
+            errors="replace",
             timeout=CALL_TIMEOUT_S,
             check=False,
         )
