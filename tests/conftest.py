@@ -7,6 +7,9 @@ import pytest
 from cluster_helpers import bare_python, wheel_env  # noqa: F401
 from eosink.testing.cluster import spark_cluster  # noqa: F401
 
+# The loopback Kafka broker of the Kafka tests (test_jvm_kafka_*.py): one for the session.
+from kafka_broker import kafka_broker  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def spark():
