@@ -11,8 +11,8 @@ import os
 
 from iceberg_helpers import duckdb_missing, read_duckdb, read_pyiceberg
 
-from eosink.testing.killed_query import QueryJob, QueryProcesses
-from eosink.testing.replay import source_records, totals_of, totals_stall, write_json_source
+from eosink.testing.killed_query import QueryJob, QueryProcesses, totals_job
+from eosink.testing.replay import source_records, totals_of, write_json_source
 
 TABLE = "lake.user_totals"
 
@@ -44,22 +44,14 @@ def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, iceber
     write_json_source(tmp_path / "in")
     after_two = totals_of(source_records(tmp_path / "in", 2))
     catalog = catalog_of(str(tmp_path))
-    job = QueryJob(
-        sink="iceberg",
-        door="foreach_batch",
-        writer_id="totals",
-        sink_options={
-            "table": TABLE,
-            "catalog": catalog,
-            "create_namespace": True,
-            "mode": "upsert",
-            "key": ["user_id"],
-        },
-        schema="id long, name string",
-        stall=totals_stall(tmp_path / "in"),
-        totals=True,
-        output_mode="update",
-    )
+    options = {
+        "table": TABLE,
+        "catalog": catalog,
+        "create_namespace": True,
+        "mode": "upsert",
+        "key": ["user_id"],
+    }
+    job = totals_job("iceberg", options, tmp_path / "in")
     with QueryProcesses(tmp_path) as queries:
         queries.kill_mid_batch(job)
         assert held(catalog) == after_two  # two batches committed, the third not at all

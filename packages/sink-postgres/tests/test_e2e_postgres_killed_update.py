@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pg_helpers import read_table
 
-from eosink.testing.killed_query import QueryJob, QueryProcesses
-from eosink.testing.replay import source_records, totals_of, totals_stall, write_json_source
+from eosink.testing.killed_query import QueryProcesses, totals_job
+from eosink.testing.replay import source_records, totals_of, write_json_source
 
 TABLE = "public.user_totals"
 
@@ -21,16 +21,8 @@ def held(url):
 def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, database):
     write_json_source(tmp_path / "in")
     after_two = totals_of(source_records(tmp_path / "in", 2))
-    job = QueryJob(
-        sink="postgres",
-        door="foreach_batch",
-        writer_id="totals",
-        sink_options={"url": database, "table": TABLE, "mode": "upsert", "key": "user_id"},
-        schema="id long, name string",
-        stall=totals_stall(tmp_path / "in"),
-        totals=True,
-        output_mode="update",
-    )
+    options = {"url": database, "table": TABLE, "mode": "upsert", "key": "user_id"}
+    job = totals_job("postgres", options, tmp_path / "in")
     with QueryProcesses(tmp_path) as queries:
         queries.kill_mid_batch(job)
         assert held(database) == after_two  # two batches committed, the third not at all

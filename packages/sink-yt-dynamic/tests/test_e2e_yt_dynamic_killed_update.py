@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eosink.testing.killed_query import QueryJob, QueryProcesses
-from eosink.testing.replay import source_records, totals_of, totals_stall, write_json_source
+from eosink.testing.killed_query import QueryProcesses, totals_job
+from eosink.testing.replay import source_records, totals_of, write_json_source
 from eosink_yt_dynamic import create_output_table
 from eosink_yt_emulator.kit import sink_options
 
@@ -32,16 +32,8 @@ def test_update_mode_aggregation_killed_mid_batch_and_restarted(tmp_path, yt_emu
     create_output_table(yt, TABLE, SCHEMA, key=["user_id"])
     write_json_source(tmp_path / "in")
     after_two = totals_of(source_records(tmp_path / "in", 2))
-    job = QueryJob(
-        sink="yt-dynamic",
-        door="foreach_batch",
-        writer_id="totals",
-        sink_options={**sink_options(yt_emulator), "path": TABLE, "mode": "transactional"},
-        schema="id long, name string",
-        stall=totals_stall(tmp_path / "in"),
-        totals=True,
-        output_mode="update",
-    )
+    options = {**sink_options(yt_emulator), "path": TABLE, "mode": "transactional"}
+    job = totals_job("yt-dynamic", options, tmp_path / "in")
     with QueryProcesses(tmp_path) as queries:
         queries.kill_mid_batch(job)
         assert held(yt) == after_two  # two batches committed, the third not at all

@@ -17,7 +17,13 @@ from typing import Any, Literal
 
 import attrs
 
-from eosink.testing.replay import CRASH_ID, SCHEMA, grouped_totals, json_stream
+from eosink.testing.replay import (
+    CRASH_ID,
+    SCHEMA,
+    grouped_totals,
+    json_stream,
+    totals_stall,
+)
 
 Door = Literal["foreach_batch", "data_source"]
 
@@ -54,6 +60,22 @@ class QueryJob:
     @classmethod
     def from_json(cls, text: str) -> QueryJob:
         return cls(**json.loads(text))
+
+
+def totals_job(sink: str, sink_options: dict[str, Any], source: str | os.PathLike[str]) -> QueryJob:
+    """The keyed sinks' killed update-mode query: :func:`~eosink.testing.replay.grouped_totals`
+    of the JSON folder ``source`` (``write_json_source``) through foreachBatch in update mode,
+    stalled in its third batch (:func:`~eosink.testing.replay.totals_stall`)."""
+    return QueryJob(
+        sink=sink,
+        door="foreach_batch",
+        writer_id="totals",
+        sink_options=sink_options,
+        schema="id long, name string",
+        stall=totals_stall(source),
+        totals=True,
+        output_mode="update",
+    )
 
 
 def holds(batch: Any, stall: dict[str, Any]) -> bool:

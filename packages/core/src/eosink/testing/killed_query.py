@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from eosink.testing import killable_query
-from eosink.testing.killable_query import QueryJob
+from eosink.testing.killable_query import QueryJob, totals_job
 
 
 class QueryProcesses:
