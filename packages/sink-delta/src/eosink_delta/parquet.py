@@ -20,6 +20,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from eosink.encodings import dictionary_columns
 from eosink.partitions import group_by_text
 from eosink_delta.schema import WritePlan
 from eosink_delta.store import filesystem, path_in
@@ -377,8 +378,9 @@ def _no_bounds(type_: Any) -> dict[str, Any] | None:
 class _OpenFile:
     relative: str
     stream: Any
-    writer: pq.ParquetWriter
     values: dict[str, str | None]
+    #: opened at the first row group, whose rows choose the dictionary columns
+    writer: pq.ParquetWriter | None = None
     pending: list[pa.RecordBatch] = attrs.field(factory=list)
     pending_rows: int = 0
     rows: int = 0
@@ -440,24 +442,28 @@ class PartitionWriter:
             self.fs.create_dir(path_in(self.base, folder), recursive=True)
             self.made_dirs.add(folder)
         stream = self.fs.open_output_stream(path_in(self.base, relative))
-        writer = pq.ParquetWriter(
-            stream,
-            self.plan.data_schema,
-            compression=None if self.compression.lower() == "none" else self.compression,
-            write_statistics=self.stats,
-        )
-        opened = _OpenFile(relative, stream, writer, dict(zip(self.partition_by, values)))
+        opened = _OpenFile(relative, stream, dict(zip(self.partition_by, values)))
         self.files[values] = opened
         return opened
 
     def flush(self, f: _OpenFile) -> None:
         if f.pending:
-            f.writer.write_table(pa.Table.from_batches(f.pending, schema=self.plan.data_schema))
+            rows = pa.Table.from_batches(f.pending, schema=self.plan.data_schema)
+            if f.writer is None:
+                f.writer = pq.ParquetWriter(
+                    f.stream,
+                    self.plan.data_schema,
+                    compression=None if self.compression.lower() == "none" else self.compression,
+                    write_statistics=self.stats,
+                    use_dictionary=dictionary_columns(rows),
+                )
+            f.writer.write_table(rows)
             f.rows += f.pending_rows
             f.pending, f.pending_rows = [], 0
 
     def close(self, f: _OpenFile) -> DeltaFile:
         self.flush(f)
+        assert f.writer is not None  # a file is opened for rows, and flushed here
         f.writer.close()
         size = f.stream.tell()
         f.stream.close()

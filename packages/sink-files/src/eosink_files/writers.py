@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
+from eosink.encodings import dictionary_columns
 from eosink.partitions import group_by_text, java_number_text
 from eosink_files.options import FilesOptions
 from eosink_files.store import Store
@@ -122,16 +123,18 @@ class WrittenFile:
 class PartFile:
     """One open part file of some format."""
 
-    def __init__(self, store: Store, relpath: str, schema: pa.Schema, options: FilesOptions):
+    def __init__(
+        self, store: Store, relpath: str, schema: pa.Schema, options: FilesOptions, first: pa.Table
+    ):
         self.store, self.relpath, self.schema, self.options = store, relpath, schema, options
         self.rows = 0
         self.stream = store.open_write(relpath)
         self._out: Any = self.stream
         if options.format != "parquet" and options.codec == "gzip":
             self._out = pa.CompressedOutputStream(self.stream, "gzip")
-        self._open()
+        self._open(first)
 
-    def _open(self) -> None:
+    def _open(self, first: pa.Table) -> None:
         fmt = self.options.format
         if fmt == "parquet":
             import pyarrow.parquet as pq
@@ -142,6 +145,7 @@ class PartFile:
                 compression=self.options.codec,
                 coerce_timestamps="us",
                 allow_truncated_timestamps=True,
+                use_dictionary=dictionary_columns(first),
             )
         elif fmt == "csv":
             import pyarrow.csv as pcsv
@@ -349,7 +353,7 @@ class FolderWriter:
         if self.current is None:
             name = f"{self.prefix}-c{self.seq:03d}{file_suffix(self.options)}"
             relpath = f"{self.folder}/{name}" if self.folder else name
-            self.current = PartFile(self.store, relpath, self.schema, self.options)
+            self.current = PartFile(self.store, relpath, self.schema, self.options, table)
             self.seq += 1
         self.current.write(table)
         if self.current.tell() >= self.options.target_file_size:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eosink.encodings import dictionary_columns
 from eosink.plugin import ConfigurationError
 from eosink_iceberg.partitioning import Partitioner
 from eosink_iceberg.schema import file_schema, to_file_rows
@@ -116,8 +117,10 @@ class _OpenFile:
 
     path: str
     stream: Any
-    writer: Any
     partition: Any  # the partition Record
+    target: pa.Schema  # the file's Arrow schema (field ids in its metadata)
+    #: opened at the first row group, whose rows choose the dictionary columns
+    writer: Any = None
     pending: list[pa.Table] = attrs.field(factory=list)
     pending_rows: int = 0
     rows: int = 0
@@ -212,11 +215,7 @@ class PartitionWriter:
             if error.errno != errno.ENAMETOOLONG and "name too long" not in str(error):
                 raise
             raise _name_too_long(path, spec, schema) from error
-        compression = None if self.compression == "none" else self.compression
-        writer = pq.ParquetWriter(
-            stream, target, compression=compression, write_statistics=_footer_statistics(target)
-        )
-        opened = _OpenFile(path, stream, writer, partition)
+        opened = _OpenFile(path, stream, partition, target)
         self.files[key] = opened
         return opened
 
@@ -224,6 +223,14 @@ class PartitionWriter:
         if not opened.pending:
             return
         rows = pa.concat_tables(opened.pending)
+        if opened.writer is None:
+            opened.writer = pq.ParquetWriter(
+                opened.stream,
+                opened.target,
+                compression=None if self.compression == "none" else self.compression,
+                write_statistics=_footer_statistics(opened.target),
+                use_dictionary=dictionary_columns(rows),
+            )
         opened.writer.write_table(rows, row_group_size=self.row_group_rows)
         for field in schema.fields:
             if pa.types.is_floating(rows.schema.field(field.name).type):
@@ -270,7 +277,8 @@ class PartitionWriter:
         """A failed task: close and delete what it wrote (no message will name it)."""
         for opened in self.files.values():
             try:
-                opened.writer.close()
+                if opened.writer is not None:
+                    opened.writer.close()
                 opened.stream.close()
             except Exception:  # noqa: BLE001 - best effort; cleanup finds what stays
                 pass
