@@ -28,6 +28,12 @@ FEATURES = sorted(runs_main.FEATURES)
 SCENARIOS = [*runs_main.SCENARIOS, *(f"feature:{f}" for f in FEATURES)]
 
 
+def import_path() -> list[str]:
+    """This process's import path for the engine's process, absolute: under Pants the sources'
+    entries are relative to the sandbox, and the engine's process runs in a folder of its own."""
+    return [os.path.abspath(p) for p in sys.path if p]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every scenario, in one process of Spark 4.2 with Delta's jars."""
@@ -35,7 +41,7 @@ def runs(tmp_path_factory):
     python = spark_python(DELTA_SPARK_VERSION)
     request, result = root / "request.json", root / "result.json"
     request.write_text(
-        json.dumps({"scenarios": SCENARIOS, "root": str(root), "sys_path": sys.path})
+        json.dumps({"scenarios": SCENARIOS, "root": str(root), "sys_path": import_path()})
     )
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV and not k.startswith("PEX")}
     env.update({"PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1", "TZ": "UTC"})
