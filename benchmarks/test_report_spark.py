@@ -14,6 +14,7 @@ def test_smoke_report_is_written(tmp_path, capsys):
     text = (out / "report.md").read_text()
     for heading in (
         "## 1. Throughput",
+        "## 1d. Keyed upserts",
         "## 2. Exactly-once overhead per batch",
         "## 3. Cost as the history grows",
         "## 4. YT sinks",
@@ -39,7 +40,7 @@ def test_smoke_report_is_written(tmp_path, capsys):
         rows = [line for line in throughput.splitlines() if line.startswith(f"| {name} |")]
         assert len(rows) == 2 and "n/a" not in rows[0], rows  # not partitioned: one table
     # both YT sinks through both doors beside their bare client loops
-    into_yt = text.split("## 1c.")[1].split("## 2.")[0]
+    into_yt = text.split("## 1c.")[1].split("## 1d.")[0]
     rows = [line for line in into_yt.splitlines() if line.startswith("| yt-") or "| bare" in line]
     assert len(rows) == 6 and not any("n/a" in row for row in rows), rows
     # the load of every section, and the recovery of every sink measured there
@@ -53,6 +54,13 @@ def test_smoke_report_is_written(tmp_path, capsys):
         assert any(line.startswith(f"| {name}") for line in postgres.splitlines()), name
     assert "| eosink-postgres |" in text.split("## 2.")[1].split("## 3.")[0]
     assert "## 3b. Cost as the history grows: eosink-postgres" in text
+    # keyed upserts: every sink's upsert beside its anchor, in both tables, and their targets
+    upserts = text.split("## 1d.")[1].split("## 2.")[0]
+    assert "### Keyed upserts: per-batch cost as the table grows" in upserts
+    for sink in ("postgres", "iceberg", "delta"):
+        rows = [line for line in upserts.splitlines() if line.startswith(f"| {sink} |")]
+        assert len(rows) == 4 and not any("n/a" in row for row in rows), rows
+        assert f"| 1d. upsert | eosink-{sink} upsert vs " in text, sink
     pngs = sorted(p for p in os.listdir(out) if p.endswith(".png"))
     assert pngs == [
         "history.png",

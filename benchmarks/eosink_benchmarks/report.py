@@ -5,9 +5,10 @@
 
 Runs the packages' own benchmarks at one size, with one rule (every path warmed once in the
 same session; best of N and median printed), prints every table, and writes ``report.md`` and
-the PNG plots into ``--out``. Sections: 1 throughput on one stream, 2 exactly-once overhead
-per batch, 3 cost as the history grows, 4 the YT sinks' cost as the table grows, 5 recovery
-after SIGKILL. Each target of the report is checked and a missed one is said so.
+the PNG plots into ``--out``. Sections: 1 throughput on one stream (1d: keyed upserts beside
+each sink's own upsert), 2 exactly-once overhead per batch, 3 cost as the history grows, 4 the
+YT sinks' cost as the table grows, 5 recovery after SIGKILL. Each target of the report is
+checked and a missed one is said so.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from eosink_benchmarks import (
     postgres,
     recovery,
     throughput,
+    upsert,
     yt,
 )
 from eosink_benchmarks.load import Load, LoadWatch
@@ -52,6 +54,9 @@ class Size:
     pg_rows: int  # throughput into PostgreSQL: rows per micro-batch
     yt_batches: int  # throughput into YT (the emulator): micro-batches
     yt_rows: int  # throughput into YT: rows per micro-batch
+    upsert_batches: int  # keyed upserts: batches of the change feed (the table grows ~20x
+    upsert_rows: int  # after batch 10 at 240); rows per batch
+    upsert_window: int  # keyed upserts: batches per median of the per-batch cost
     overhead_batches: int
     history_at: tuple[int, ...]
     history_batches: int
@@ -78,6 +83,9 @@ SIZES = {
         pg_rows=1_000_000,
         yt_batches=4,
         yt_rows=100_000,
+        upsert_batches=240,
+        upsert_rows=2_000,
+        upsert_window=10,
         overhead_batches=50,
         history_at=(10, 1_000, 10_000, 100_000),
         history_batches=20,
@@ -104,6 +112,9 @@ SIZES = {
         pg_rows=5_000,
         yt_batches=1,
         yt_rows=2_000,
+        upsert_batches=12,
+        upsert_rows=200,
+        upsert_window=2,
         overhead_batches=5,
         history_at=(10, 100),
         history_batches=3,
@@ -121,7 +132,7 @@ SIZES = {
     ),
 }
 
-SECTIONS = ("throughput", "overhead", "history", "yt", "recovery")
+SECTIONS = ("throughput", "upsert", "overhead", "history", "yt", "recovery")
 
 
 @attrs.define
@@ -256,6 +267,14 @@ def postgres_throughput(
     report.add("1b. Throughput into PostgreSQL", tables, [], targets)
 
 
+def section_upsert(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
+    """Keyed upserts, every sink beside its anchor, driver-side (no Spark)."""
+    tables, targets = upsert.run(
+        work, size.upsert_batches, size.upsert_rows, size.upsert_window, progress
+    )
+    report.add("1d. Keyed upserts", tables, [], targets)
+
+
 def section_overhead(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
     results = overhead.run(work, size.overhead_batches, progress)
     results.append(postgres.overhead(work, size.overhead_batches, progress))
@@ -355,6 +374,7 @@ def section_recovery(report: Report, size: Size, work: str, cores: int, progress
 
 RUNS: dict[str, Callable[[Report, Size, str, int, Progress], None]] = {
     "throughput": section_throughput,
+    "upsert": section_upsert,
     "overhead": section_overhead,
     "history": section_history,
     "yt": section_yt,
