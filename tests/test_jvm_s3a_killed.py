@@ -21,16 +21,16 @@ import s3fs
 
 from eosink.testing.jvm import spark_jars
 from eosink.testing.killed_query import QueryJob, QueryProcesses
-from eosink.testing.replay import CRASH_ID, assert_exactly, write_json_source
+from eosink.testing.replay import assert_exactly, write_json_source
 from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
 from eosink.testing.spark import local_spark
 
 #: The query processes' JVMs compile with C1 only and collect serially: a query of four small
 #: batches then costs half the CPU (the tests share two cores with others).
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-#: Source files, one a batch: the query stalls in the third (``CRASH_ID``), the last one.
-FILES = 3
-assert CRASH_ID // 1000 == FILES - 1
+#: Source files, one a batch (ids ``n * 1000 + i``); the query stalls in the second, the last:
+#: one batch committed before the kill, one batch after the restart (each costs seconds on S3).
+FILES, STALL_ID = 2, 1_150
 
 
 def s3a_settings(endpoint: S3Endpoint) -> dict[str, str]:
@@ -114,6 +114,7 @@ def test_query_on_s3_killed_mid_batch_and_restarted(door, bucket, spark_settings
             "storage.client_kwargs.endpoint_url": endpoint.url,
             "storage.client_kwargs.region_name": endpoint.region,
         },
+        stall={"id": STALL_ID},
         checkpoint=bucket.uri("ckpt", scheme="s3a"),
         spark=spark_settings,
     )
