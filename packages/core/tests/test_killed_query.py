@@ -18,6 +18,8 @@ def test_secrets_travel_in_a_private_job_file_not_on_the_command_line(tmp_path):
         door="data_source",
         sink_options={"url": SECRET_URL},
         source_options={"url": SECRET_URL},
+        checkpoint="s3a://bucket/ckpt",
+        spark={"spark.hadoop.fs.s3a.secret.key": "s3cret-password"},
     )
     with QueryProcesses(tmp_path) as queries:
         proc = queries.start(job)

@@ -3,7 +3,8 @@
 Runs the :class:`QueryJob` in the file (written by
 :class:`~eosink.testing.killed_query.QueryProcesses`) to its end (trigger ``availableNow``) on a
 local Spark. The job's folder is the file's folder: its ``armed`` marker
-makes the task holding the stall row touch ``reached`` and wait; the checkpoint is ``ckpt``.
+makes the task holding the stall row touch ``reached`` and wait; the checkpoint is ``ckpt``
+there unless the job names one (an ``s3a://`` URI, say).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ class QueryJob:
     is free for that function. A row stalls when it holds every value of ``stall`` for the
     columns the batch has. ``totals``: the JSON source aggregated by
     :func:`~eosink.testing.replay.grouped_totals` instead, written with ``output_mode``
-    ``update`` (into a keyed sink).
+    ``update`` (into a keyed sink). ``checkpoint``: the query's checkpoint location
+    (``<work>/ckpt`` when ``None``); ``spark``: settings of the query's Spark session (jars,
+    ``spark.hadoop.*``), in the job file rather than on a command line since they may hold keys.
     """
 
     sink: str
@@ -53,6 +56,8 @@ class QueryJob:
     params: dict[str, Any] = attrs.field(factory=dict)
     totals: bool = False
     output_mode: str = "append"
+    checkpoint: str | None = None
+    spark: dict[str, str] = attrs.field(factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(attrs.asdict(self))
@@ -132,13 +137,13 @@ def main(job_file: str) -> None:
     work = os.path.dirname(os.path.abspath(job_file))
     with open(job_file) as f:
         job = QueryJob.from_json(f.read())
-    spark = local_spark()
+    spark = local_spark(**job.spark)
     df = source(spark, work, job)
     df = df.mapInArrow(stall_while_armed(work, job.stall), df.schema)
     query = (
         writer(df, spark, job)
         .outputMode(job.output_mode)
-        .option("checkpointLocation", os.path.join(work, "ckpt"))
+        .option("checkpointLocation", job.checkpoint or os.path.join(work, "ckpt"))
         .trigger(availableNow=True)
         .start()
     )
