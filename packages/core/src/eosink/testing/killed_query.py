@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from eosink.testing import killable_query
-from eosink.testing.killable_query import QueryJob, totals_job
+from eosink.testing.killable_query import QueryJob, totals_job  # noqa: F401 - re-exported
 
 
 class QueryProcesses:
