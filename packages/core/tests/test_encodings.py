@@ -53,3 +53,17 @@ def test_the_same_rows_and_statistics_either_way():
         [f.metadata.row_group(0).column(i).statistics.to_dict() for i in range(5)] for f in read
     ]
     assert stats[0] == stats[1]
+
+
+def test_columns_of_every_flat_type_are_judged_or_kept():
+    rows = 2_000
+    table = pa.table(
+        {
+            "nothing": pa.nulls(rows),
+            "small": pa.array([i % 3 for i in range(rows)], pa.dictionary(pa.int8(), pa.int8())),
+            "day": pa.array(range(rows), pa.int32()).cast(pa.date32()),
+            "bytes": pa.array([str(i).encode() for i in range(rows)], pa.binary()),
+        }
+    )
+    assert dictionary_columns(table) == ["nothing", "small"]
+    pq.write_table(table, io.BytesIO(), use_dictionary=dictionary_columns(table))

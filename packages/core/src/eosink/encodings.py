@@ -36,10 +36,18 @@ def dictionary_columns(first: pa.Table | pa.RecordBatch) -> bool | list[str]:
         return True  # use_dictionary names leaf paths; nested columns keep the default
     keep = []
     for name, column in zip(sample.schema.names, sample.columns):
-        if pa.types.is_dictionary(column.type) or pa.types.is_boolean(column.type):
+        if not _countable(column.type):
             keep.append(name)
             continue
         distinct = pc.count_distinct(column, mode="all").as_py()
         if distinct < DISTINCT_SHARE * sample.num_rows:
             keep.append(name)
     return keep
+
+
+def _countable(type_: pa.DataType) -> bool:
+    """Whether a column of ``type_`` may be judged by its distinct values: not a dictionary or
+    boolean column (small by nature), nor a null one (no kernel counts those)."""
+    return not (
+        pa.types.is_dictionary(type_) or pa.types.is_boolean(type_) or pa.types.is_null(type_)
+    )
