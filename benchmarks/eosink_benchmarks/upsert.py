@@ -26,15 +26,11 @@ from typing import Any
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target, ratio, verdict
 
+from eosink.testing.change_feed import table_rows
+
 THROUGHPUT_LIMIT = 0.8
 GROWTH_LIMIT = 1.5
 SECTION = "1d. upsert"
-
-
-def table_rows(batches: int, rows: int) -> int:
-    """The table's rows after ``batches`` batches of the feed (``rows`` new keys in batch 0,
-    ``rows // 2`` in each later one)."""
-    return rows + (batches - 1) * (rows // 2)
 
 
 def first_batch(batches: int, window: int) -> int:

@@ -1,9 +1,8 @@
 """Keyed upserts into PostgreSQL, exactly-once beside at-least-once (no Spark).
 
-A change feed of ``--batches`` batches of ``--rows`` rows keyed by ``id``: batch 0 inserts
-``rows`` new keys; every later batch carries ``rows / 2`` new keys and ``rows / 2`` keys already
-in the table, drawn from the keys the last :data:`RECENT` batches inserted (recent entities
-change: an order's status, a session's counters). Interleaved in this process, batch by batch
+The change feed of ``eosink.testing.change_feed`` (``--batches`` batches of ``--rows``
+rows keyed by ``id``, half of each later batch updating keys of the last few batches).
+Interleaved in this process, batch by batch
 (their order alternating), two paths upsert the same rows into two tables of one server of its
 own (``eosink.testing.postgres``):
 
@@ -27,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
-import statistics
 import time
 from typing import Any
 
@@ -37,46 +34,13 @@ import structlog
 
 from eosink.plugin import BatchContext
 from eosink.testing import run_batch
+from eosink.testing.change_feed import change_feed, print_result, table_rows
 from eosink.testing.local import LocalRunner
 from eosink.testing.postgres import postgres_server_running
 
 EOSINK = "eosink-postgres, mode=upsert"
 ANCHOR = "psycopg: COPY into a temp table + INSERT ... ON CONFLICT DO UPDATE (at-least-once)"
-#: The updates of a batch hit keys the last RECENT batches inserted.
-RECENT = 5
 COLUMNS = "id bigint PRIMARY KEY, batch bigint, name text, amount bigint, score double precision"
-
-
-def new_keys(batch: int, rows: int) -> range:
-    """The keys batch ``batch`` inserts: ``rows`` at batch 0, ``rows // 2`` later."""
-    half = rows // 2
-    return range(0, rows) if batch == 0 else range(rows + (batch - 1) * half, rows + batch * half)
-
-
-def change_feed(batch: int, rows: int) -> pa.RecordBatch:
-    """Batch ``batch`` of the feed: its new keys and (after batch 0) as many keys of the last
-    :data:`RECENT` batches, in a seeded random order; every key at most once."""
-    fresh = new_keys(batch, rows)
-    keys = list(fresh)
-    if batch:
-        recent = range(new_keys(max(0, batch - RECENT), rows).start, fresh.start)
-        keys += random.Random(batch).sample(recent, rows - len(fresh))
-        random.Random(-batch).shuffle(keys)
-    ids = pa.array(keys, pa.int64())
-    return pa.record_batch(
-        {
-            "id": ids,
-            "batch": pa.array([batch] * len(keys), pa.int64()),
-            "name": pa.array([f"user-{k}-{batch}" for k in keys]),
-            "amount": pa.array([(k * 7 + batch) % 1000 for k in keys], pa.int64()),
-            "score": pa.array([(k % 97) / 7 + batch for k in keys], pa.float64()),
-        }
-    )
-
-
-def table_rows(batches: int, rows: int) -> int:
-    """The table's rows after ``batches`` batches."""
-    return new_keys(batches - 1, rows).stop
 
 
 class Anchor:
@@ -165,19 +129,6 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(server.url(), args.batches, args.rows)
     print_result(result, args.batches, args.rows, args.window)
     return 0
-
-
-def print_result(result: dict[str, Any], batches: int, rows: int, window: int) -> None:
-    first = min(10, max(1, batches - 2 * window))
-    for name, seconds in result["seconds"].items():
-        measured = seconds[1:]  # batch 0 creates what the later ones find: the warm-up
-        early = statistics.median(seconds[first : first + window]) * 1000
-        late = statistics.median(seconds[-window:]) * 1000
-        print(
-            f"{name}: {len(measured) * rows / sum(measured):,.0f} rows/s; "
-            f"median ms per batch at batch {first}: {early:.1f}, at the last {window}: "
-            f"{late:.1f} ({late / early:.2f}x)"
-        )
 
 
 if __name__ == "__main__":
