@@ -28,7 +28,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +35,7 @@ import structlog
 
 from eosink.plugin import BatchContext
 from eosink.testing import run_batch
-from eosink.testing.change_feed import change_feed, print_result, table_rows
+from eosink.testing.change_feed import change_feed, check_same, print_result, time_batch
 from eosink.testing.local import LocalRunner
 
 EOSINK = "eosink-delta, mode=upsert (delta-rs engine)"
@@ -83,17 +82,9 @@ def measure(folder: str, batches: int, rows: int) -> dict[str, Any]:
     paths = {EOSINK: eosink_batch, ANCHOR: lambda batch, data: merge(theirs, data)}
     for batch in range(batches):
         data = change_feed(batch, rows)
-        order = list(paths) if batch % 2 == 0 else list(reversed(paths))
-        for name in order:
-            began = time.perf_counter()
-            paths[name](batch, data)
-            spent[name].append(time.perf_counter() - began)
+        time_batch(paths, batch, data, spent)
     a, b = held(mine), held(theirs)
-    if a != b or len(a) != table_rows(batches, rows):
-        raise AssertionError(
-            f"the two tables differ after {batches} batches: {len(a)} vs {len(b)} rows, "
-            f"{table_rows(batches, rows)} expected"
-        )
+    check_same(a, b, batches, rows)
     return {"seconds": spent, "anchor": ANCHOR, "eosink": EOSINK}
 
 

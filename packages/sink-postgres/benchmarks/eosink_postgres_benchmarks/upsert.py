@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
 from typing import Any
 
 import pyarrow as pa
@@ -34,7 +33,7 @@ import structlog
 
 from eosink.plugin import BatchContext
 from eosink.testing import run_batch
-from eosink.testing.change_feed import change_feed, print_result, table_rows
+from eosink.testing.change_feed import change_feed, check_same, print_result, time_batch
 from eosink.testing.local import LocalRunner
 from eosink.testing.postgres import postgres_server_running
 
@@ -98,11 +97,7 @@ def measure(url: str, batches: int, rows: int) -> dict[str, Any]:
     try:
         for batch in range(batches):
             data = change_feed(batch, rows)
-            order = list(paths) if batch % 2 == 0 else list(reversed(paths))
-            for name in order:
-                began = time.perf_counter()
-                paths[name](batch, data)
-                spent[name].append(time.perf_counter() - began)
+            time_batch(paths, batch, data, spent)
     finally:
         anchor.close()
     with psycopg.connect(url) as conn:
@@ -110,11 +105,7 @@ def measure(url: str, batches: int, rows: int) -> dict[str, Any]:
             conn.execute(f"SELECT * FROM {t} ORDER BY id").fetchall()
             for t in ("upsert_eosink", "upsert_anchor")
         ]
-    if held[0] != held[1] or len(held[0]) != table_rows(batches, rows):
-        raise AssertionError(
-            f"the two tables differ after {batches} batches: {len(held[0])} vs {len(held[1])} "
-            f"rows, {table_rows(batches, rows)} expected"
-        )
+    check_same(held[0], held[1], batches, rows)
     return {"seconds": spent, "anchor": ANCHOR, "eosink": EOSINK}
 
 

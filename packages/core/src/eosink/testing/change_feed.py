@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -63,4 +65,28 @@ def print_result(result: dict[str, Any], batches: int, rows: int, window: int) -
             f"{name}: {len(measured) * rows / sum(measured):,.0f} rows/s; "
             f"median ms per batch at batch {first}: {early:.1f}, at the last {window}: "
             f"{late:.1f} ({late / early:.2f}x)"
+        )
+
+
+def time_batch(
+    paths: dict[str, Callable[[int, pa.RecordBatch], None]],
+    batch: int,
+    data: pa.RecordBatch,
+    spent: dict[str, list[float]],
+) -> None:
+    """Run batch ``batch`` through every path, in an order alternating from batch to batch (so
+    neither always finds the caches warm), adding each path's seconds to ``spent``."""
+    order = list(paths) if batch % 2 == 0 else list(reversed(paths))
+    for name in order:
+        began = time.perf_counter()
+        paths[name](batch, data)
+        spent.setdefault(name, []).append(time.perf_counter() - began)
+
+
+def check_same(mine: list[Any], theirs: list[Any], batches: int, rows: int) -> None:
+    """Both paths' tables, read back in key order, hold the feed's rows and the same ones."""
+    if mine != theirs or len(mine) != table_rows(batches, rows):
+        raise AssertionError(
+            f"the two tables differ after {batches} batches: {len(mine)} vs {len(theirs)} "
+            f"rows, {table_rows(batches, rows)} expected"
         )
