@@ -183,6 +183,7 @@ class Target:
     """A sink's fresh target: its options, the CLI's arguments for it, a reader, a damage."""
 
     sink: str
+    door: str  # "foreach_batch" or "data_source"
     options: dict[str, str]
     cli: list[str]  # TARGET and connection options of the eosink command
     read_ids: Callable[[], list[int]]  # an independent reader
@@ -190,29 +191,28 @@ class Target:
     read_back: str | None = None  # files: where the driver writes what Spark's reader read
 
     def job(self) -> dict[str, Any]:
-        return {"name": self.sink, "sink": self.sink, "options": self.options} | (
-            {"read_back": self.read_back} if self.read_back else {}
-        )
+        query = {"name": self.sink, "sink": self.sink, "door": self.door, "options": self.options}
+        return query | ({"read_back": self.read_back} if self.read_back else {})
 
 
 def single_job(cluster, sink: str, options: dict[str, str], door: str, **conf: Any) -> dict:
     """A driver's job of one query (``name`` q) into ``sink``."""
-    target = {"name": "q", "sink": sink, "options": options}
-    return {"master": cluster.master_url, "conf": conf, "door": door, "targets": [target]}
+    target = {"name": "q", "sink": sink, "door": door, "options": options}
+    return {"master": cluster.master_url, "conf": conf, "targets": [target]}
 
 
 def workers_then_driver_killed(
-    cluster, wheel_env: Path, work: Path, targets: list[Target], door: str
+    cluster, wheel_env: Path, work: Path, targets: list[Target]
 ) -> None:
-    """One query per target in one driver. Batch 1: the worker of each query's stalled task
-    killed (one worker, then the other if a query's task ran there); batch 2: the driver
-    killed; restart.
+    """One query per target, through the target's front door, in one driver. Batch 1: the
+    worker of each query's stalled task killed (one worker, then the other if a query's task
+    ran there); batch 2: the driver killed; restart.
 
     Then each target's reader counts exactly the source rows, and the installed eosink command
     finds the last batch's proof, verifies the target, lists leftovers, and sees the damage.
     """
     expected = write_source(work)
-    job = {"master": cluster.master_url, "conf": cluster.spark_conf(), "door": door}
+    job = {"master": cluster.master_url, "conf": cluster.spark_conf()}
     job["targets"] = [t.job() for t in targets]
 
     arm(work, 1050)

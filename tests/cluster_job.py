@@ -1,10 +1,10 @@
 """Streaming queries on the standalone cluster, run as their own process (a driver a test can kill).
 
 Usage: ``python -m cluster_job <job.json>``, where the JSON holds ``master`` (the cluster's
-URL), ``work`` (a folder with ``in/``: one JSON file per micro-batch), ``door``
-(``foreach_batch`` or ``data_source``), ``conf`` (more Spark settings) and ``targets``: one
-query per target, all at once in this driver, each with its ``name``, ``sink``, ``options``
-(the sink's, as strings) and, for the files sink, ``read_back`` (where to write the ids that
+URL), ``work`` (a folder with ``in/``: one JSON file per micro-batch), ``conf`` (more Spark
+settings) and ``targets``: one query per target, all at once in this driver, each with its
+``name``, ``sink``, ``door`` (``foreach_batch`` or ``data_source``), ``options`` (the sink's,
+as strings) and, for the files sink, ``read_back`` (where to write the ids that
 Spark's own reader finds in the target after the queries end). A files target on an object
 store is read from a local copy whose manifest names the copy's files (this Spark has no
 S3 filesystem): :func:`local_copy`.
@@ -46,10 +46,10 @@ def stall(work: str, name: str):
     return apply
 
 
-def start_query(spark, work: str, door: str, target: dict):
+def start_query(spark, work: str, target: dict):
     import eosink
 
-    name, sink, options = target["name"], target["sink"], target["options"]
+    name, sink, door, options = target["name"], target["sink"], target["door"], target["options"]
     df = (
         spark.readStream.schema(SCHEMA)
         .option("maxFilesPerTrigger", 1)
@@ -97,11 +97,11 @@ def main(config_path: str) -> None:
     import eosink
     from eosink.testing.spark import local_spark
 
-    work, door = job["work"], job["door"]
+    work = job["work"]
     spark = local_spark(**{"spark.master": job["master"], **job.get("conf", {})})
-    if door == "data_source":
+    if any(target["door"] == "data_source" for target in job["targets"]):
         eosink.register_data_sources(spark)
-    queries = [start_query(spark, work, door, target) for target in job["targets"]]
+    queries = [start_query(spark, work, target) for target in job["targets"]]
     for query in queries:
         query.awaitTermination()
     for target in job["targets"]:

@@ -2,11 +2,13 @@
 of a batch, for files, delta, yt-dynamic, yt-static and postgres at once
 (``workers_then_driver_killed``).
 
-For each front door one driver process runs five streaming queries (one per sink, one source
-file per micro-batch) on the cluster. Batch 1 stalls in one task of every query; the workers
-running those tasks are killed with their executors and Python workers, one after the other
-(Spark runs the tasks again elsewhere; a replacement worker joins after each kill); batch 2
-stalls and the driver's process group is killed; the queries restart from their checkpoints.
+One driver process runs five streaming queries (one per sink, one source file per micro-batch)
+on the cluster, each sink through one front door (:data:`DOORS`: both doors among them; every
+sink meets both doors killed and restarted in its own package's end-to-end tests). Batch 1
+stalls in one task of every query; the workers running those tasks are killed with their
+executors and Python workers, one after the other (Spark runs the tasks again elsewhere; a
+replacement worker joins after each kill); batch 2 stalls and the driver's process group is
+killed; the queries restart from their checkpoints.
 Independent readers then count exactly the source rows: Spark's own reader on the cluster
 (files), delta-rs (delta), the test's own YT client against the emulator on loopback (the YT
 sinks), plain SQL (postgres: a loopback server the executors connect to). The installed
@@ -22,7 +24,6 @@ import json
 import os
 from collections import Counter
 
-import pytest
 from cluster_helpers import (
     Target,
     arm,
@@ -37,6 +38,16 @@ from eosink_yt_emulator.pytest_plugin import yt_emulator  # noqa: F401 - the YT 
 
 from eosink.testing.postgres import postgres_server  # noqa: F401 - the postgres sink's server
 from eosink.testing.s3 import s3_server
+
+
+#: The front door of each sink's query.
+DOORS = {
+    "files": "foreach_batch",
+    "delta": "data_source",
+    "yt-dynamic": "foreach_batch",
+    "yt-static": "data_source",
+    "postgres": "foreach_batch",
+}
 
 
 def read_delta(path):
@@ -63,6 +74,7 @@ def file_targets(tmp_path):
     return [
         Target(
             sink="files",
+            door=DOORS["files"],
             options={"path": files},
             cli=[files],
             read_ids=lambda: json.loads(read_back.read_text()),  # Spark's reader, on the cluster
@@ -71,6 +83,7 @@ def file_targets(tmp_path):
         ),
         Target(
             sink="delta",
+            door=DOORS["delta"],
             options={"path": delta},
             cli=[delta],
             read_ids=lambda: read_delta(delta),
@@ -88,6 +101,7 @@ def yt_targets(emulator):
     return [
         Target(
             sink="yt-dynamic",
+            door=DOORS["yt-dynamic"],
             options={**options, "path": dynamic, "create_table": "true"},
             cli=[dynamic, *cli],
             read_ids=lambda: [r["id"] for r in yt.select_rows(f"id from [{dynamic}]")],
@@ -95,6 +109,7 @@ def yt_targets(emulator):
         ),
         Target(
             sink="yt-static",
+            door=DOORS["yt-static"],
             options={**options, "path": static},
             cli=[static, *cli],
             read_ids=lambda: [r["id"] for r in yt.read_table(static)],
@@ -103,11 +118,11 @@ def yt_targets(emulator):
     ]
 
 
-def postgres_target(server, door):
-    """A fresh database per front door; the executors connect to the server themselves."""
+def postgres_target(server):
+    """A fresh database; the executors connect to the server themselves."""
     import psycopg
 
-    database = f"cluster_{door}"
+    database = "cluster"
     with psycopg.connect(server.url(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {database}")
@@ -123,6 +138,7 @@ def postgres_target(server, door):
 
     return Target(
         sink="postgres",
+        door=DOORS["postgres"],
         options={"url": url, "table": "public.orders"},
         cli=["public.orders", "-o", f"url={url}"],
         read_ids=read_ids,
@@ -130,13 +146,13 @@ def postgres_target(server, door):
     )
 
 
-@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
 def test_workers_then_driver_killed_mid_batch(
-    spark_cluster, wheel_env, yt_emulator, postgres_server, tmp_path, door  # noqa: F811
+    spark_cluster, wheel_env, yt_emulator, postgres_server, tmp_path  # noqa: F811
 ):
     targets = file_targets(tmp_path) + yt_targets(yt_emulator)
-    targets.append(postgres_target(postgres_server, door))
-    workers_then_driver_killed(spark_cluster, wheel_env, tmp_path / "work", targets, door)
+    targets.append(postgres_target(postgres_server))
+    assert set(DOORS.values()) == {"foreach_batch", "data_source"}
+    workers_then_driver_killed(spark_cluster, wheel_env, tmp_path / "work", targets)
 
 
 def test_files_on_s3_with_the_driver_restarted_mid_stream(spark_cluster, tmp_path):
@@ -160,11 +176,10 @@ def test_files_on_s3_with_the_driver_restarted_mid_stream(spark_cluster, tmp_pat
             "storage.secret": endpoint.secret_key,
             "storage.client_kwargs.endpoint_url": endpoint.url,
         }
-        target = {"name": "files", "sink": "files", "options": options}
+        target = {"name": "files", "sink": "files", "door": "data_source", "options": options}
         job = {
             "master": spark_cluster.master_url,
             "conf": spark_cluster.spark_conf(),
-            "door": "data_source",
             "targets": [{**target, "read_back": str(read_back)}],
         }
         arm(work, 3050)
