@@ -1,19 +1,24 @@
 """eosink-files on S3 with a live query, its checkpoint on S3 through S3A: the query's process is
-killed (SIGKILL) in the middle of a batch and started again from its checkpoint, through both
-front doors. The output is then read by Spark's own reader straight from ``s3a://`` (its file
-source honours ``_spark_metadata``) and, independently, by s3fs and pyarrow following the
-manifest by hand: every source id exactly once, though the killed attempt left its files in the
-folder.
+killed (SIGKILL) in the middle of a batch and started again from its checkpoint. The output is
+then read by Spark's own reader straight from ``s3a://`` (its file source honours
+``_spark_metadata``) and, independently, by s3fs and pyarrow following the manifest by hand:
+every source id exactly once, though the killed attempt left its files in the folder.
 
 The store is the loopback S3 server (``eosink.testing.s3``, moto in a child process), one for
 the file; Spark reaches it with hadoop-aws (3rdparty/jvm/artifacts.txt's ``s3a`` set, built
 for the Hadoop client of the project's pyspark), the sink with s3fs.
+
+One front door, the data source's: its writer plans and commits each batch in Spark's Python
+workers from the checkpoint Spark keeps on S3, which no other test drives with a live query
+(``tests/test_datasource_checkpoint_s3.py`` plans batches from an S3 checkpoint without one).
+The foreachBatch door's output on S3, killed and restarted, is ``sink-files``'
+``test_killed_mid_batch_then_restarted_on_s3``; its checkpoint is Spark's, the same for both
+doors. (Each run costs minutes: S3A's checkpoint writes are many requests to the loopback server.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 import pyarrow.parquet as pq
 import pytest
@@ -25,9 +30,6 @@ from eosink.testing.replay import assert_exactly, write_json_source
 from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
 from eosink.testing.spark import local_spark
 
-#: The query processes' JVMs compile with C1 only and collect serially: a query of four small
-#: batches then costs half the CPU (the tests share two cores with others).
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Source files, one a batch (ids ``n * 1000 + i``); the query stalls in the second, the last:
 #: one batch committed before the kill, one batch after the restart (each costs seconds on S3).
 FILES, STALL_ID = 2, 1_150
@@ -62,9 +64,7 @@ def spark_settings(endpoint: S3Endpoint) -> dict[str, str]:
 
 
 @pytest.fixture
-def bucket(endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> S3Bucket:
-    tool_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"{tool_options} {JIT_OPTIONS}".strip())
+def bucket(endpoint: S3Endpoint) -> S3Bucket:
     return S3Bucket(endpoint, endpoint.create_bucket())
 
 
@@ -97,16 +97,14 @@ def manifest_files(fs: s3fs.S3FileSystem, folder: str) -> list[str]:
     return [path.removeprefix("s3a://") for path in listed]
 
 
-@pytest.mark.parametrize("door", ["foreach_batch", "data_source"])
-def test_query_on_s3_killed_mid_batch_and_restarted(door, bucket, spark_settings, tmp_path):
+def test_query_on_s3_killed_mid_batch_and_restarted(bucket, spark_settings, tmp_path):
     endpoint = bucket.endpoint
     expected = write_json_source(tmp_path / "in", files=FILES)
     out = bucket.uri("out")
     storage = endpoint.fsspec_options()
     job = QueryJob(
         sink="files",
-        door=door,
-        sink_options={"path": out, "storage_options": storage},
+        door="data_source",
         source_options={
             "path": out,
             "storage.key": endpoint.access_key,

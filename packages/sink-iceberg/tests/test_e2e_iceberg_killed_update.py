@@ -100,24 +100,3 @@ def test_the_data_source_door_upserts_an_append_stream_killed_and_restarted(
         queries.restart(job)
     assert names() == {i: f"r3-{i}" for i in range(300)}
 
-
-def test_the_data_source_door_refuses_update_mode_naming_it(tmp_path, iceberg_entry_point):
-    """Spark's Python data sources write append and complete only: Spark refuses an
-    update-mode query into the data source before eosink is asked (foreachBatch is the door)."""
-    write_json_source(tmp_path / "in", files=1)
-    catalog = catalog_of(str(tmp_path))
-    job = QueryJob(
-        sink="iceberg",
-        door="data_source",
-        writer_id="totals",
-        source_options=source_options(catalog) | {"key": "user_id"},
-        schema="id long, name string",
-        totals=True,
-        output_mode="update",
-    )
-    with QueryProcesses(tmp_path) as queries:
-        code = queries.start(job).wait(timeout=300)
-        log = queries.last_log()
-    assert code != 0
-    assert "does not support Update mode" in log, log[-2000:]
-    assert read_pyiceberg(catalog, TABLE) == []
