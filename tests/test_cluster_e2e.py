@@ -122,7 +122,7 @@ def postgres_target(server):
     """A fresh database; the executors connect to the server themselves."""
     import psycopg
 
-    database = "cluster"
+    database = "cluster_e2e"
     with psycopg.connect(server.url(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {database}")
