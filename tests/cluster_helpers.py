@@ -201,9 +201,7 @@ def single_job(cluster, sink: str, options: dict[str, str], door: str, **conf: A
     return {"master": cluster.master_url, "conf": conf, "targets": [target]}
 
 
-def workers_then_driver_killed(
-    cluster, wheel_env: Path, work: Path, targets: list[Target]
-) -> None:
+def workers_then_driver_killed(cluster, wheel_env: Path, work: Path, targets: list[Target]) -> None:
     """One query per target, through the target's front door, in one driver. Batch 1: the
     worker of each query's stalled task killed (one worker, then the other if a query's task
     ran there); batch 2: the driver killed; restart.

@@ -99,4 +99,3 @@ def test_the_data_source_door_upserts_an_append_stream_killed_and_restarted(
         assert names() == {i: f"r1-{i}" for i in range(300)}
         queries.restart(job)
     assert names() == {i: f"r3-{i}" for i in range(300)}
-
