@@ -240,8 +240,13 @@ def _held_values(field: pa.Field, rows: list[dict[str, Any]]) -> list[Any]:
 
 
 def sweep(schema: pa.Schema, rows: list[dict[str, Any]]) -> list[Predicate]:
-    """:meth:`HistoryJudge.check_filtered_sweep`'s predicates."""
-    out = []
+    """:meth:`HistoryJudge.check_filtered_sweep`'s predicates: each data column's, and the
+    row id equal to one row of each batch (up to 8): a reader that prunes by the id (a
+    partition of it another program added, its files' bounds) must find every batch's rows."""
+    firsts: dict[tuple[int, int], int] = {}
+    for row in rows:
+        firsts.setdefault(batch_of(row["id"]), row["id"])
+    out = [Predicate("id", "eq", i) for i in list(firsts.values())[:8]]
     for field in list(schema)[1:]:
         out.append(Predicate(field.name, "is_null"))
         values = _held_values(field, rows)
