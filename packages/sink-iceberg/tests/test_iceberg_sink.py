@@ -317,3 +317,26 @@ def test_a_float_column_holding_nan_is_found_by_a_nan_filter(sink, catalog, kind
     field_type = table.schema().find_field("f").field_type
     assert from_bytes(field_type, task.file.lower_bounds[field]) == 1.5
     assert from_bytes(field_type, task.file.upper_bounds[field]) == 1.5
+
+
+def test_a_value_the_footer_does_not_bound_leaves_the_column_unbounded(catalog):
+    """Found by a soak (seed 2350168046): pyarrow writes no min/max for a row group whose
+    string is over 4 KiB, and pyiceberg's aggregation of the footer skipped that row group,
+    so the file's bounds left out a value it holds: ``WHERE s = <that value>`` returned 0 of
+    1 rows. A row group without bounds must make the file's bounds of that column absent,
+    never narrower (its other columns keep theirs)."""
+    from pyiceberg.expressions import EqualTo
+
+    sink = IcebergSink(table=TABLE, catalog=catalog, create_namespace=True, row_group_rows=1)
+    long = "s" * 4099
+    batch = pa.record_batch(
+        {"id": pa.array([0, 1, 2], pa.int64()), "s": pa.array([long, "0", "0"])}
+    )
+    assert run(sink, 0, [batch]).status == "committed"
+    table = load(catalog)
+    assert table.scan(row_filter=EqualTo("s", long)).to_arrow().column("id").to_pylist() == [0]
+    assert table.scan(row_filter=EqualTo("s", "0")).to_arrow().num_rows == 2
+    (task,) = table.scan().plan_files()
+    s, i = (table.schema().find_field(n).field_id for n in ("s", "id"))
+    assert s not in task.file.lower_bounds and s not in task.file.upper_bounds
+    assert i in task.file.lower_bounds and i in task.file.upper_bounds

@@ -176,7 +176,9 @@ class NoMarkerSink(IcebergSink):
     leaves no marker, so an abort after a commit whose outcome is unknown finds no proof and
     deletes the attempt's files; the catalog then applies the commit on missing files."""
 
-    def _commit_with_retries(self, ctx: Any, state: Any, files: Any, proof: Any, marker: Any, *rest):
+    def _commit_with_retries(
+        self, ctx: Any, state: Any, files: Any, proof: Any, marker: Any, *rest
+    ):
         return super()._commit_with_retries(ctx, state, files, proof, None, *rest)
 
 

@@ -251,12 +251,13 @@ class PartitionWriter:
         opened.stream.close()
         # the footer the writer wrote (pyarrow keeps it on the closed writer)
         plan = compute_statistics_plan(schema, self.layout.properties)
+        metadata = opened.writer.writer.metadata
+        mapping = parquet_path_to_id_mapping(schema)
         with _quiet_about_float_statistics():
             stats = data_file_statistics_from_parquet_metadata(
-                parquet_metadata=opened.writer.writer.metadata,
-                stats_columns=plan,
-                parquet_column_mapping=parquet_path_to_id_mapping(schema),
+                parquet_metadata=metadata, stats_columns=plan, parquet_column_mapping=mapping
             ).to_serialized_dict()
+        _drop_partial_bounds(stats, metadata, mapping)
         nans = _add_float_stats(stats, opened.floats, plan)
         return IcebergFile(
             path=opened.path,
@@ -315,6 +316,26 @@ def _footer_statistics(target: pa.Schema) -> list[str]:
     floats = {f.name for f in target if pa.types.is_floating(f.type)}
     paths = [schema.column(i).path for i in range(len(schema))]
     return [path for path in paths if path not in floats]
+
+
+def _drop_partial_bounds(stats: dict[str, Any], metadata: Any, mapping: dict[str, int]) -> None:
+    """No bounds for a column that a row group holds values of without a footer min/max
+    (pyarrow writes none for a string or binary value over 4 KiB): pyiceberg's aggregation
+    skips such row groups, so its bounds would leave those values out and every reader that
+    prunes by them would skip their rows. Absent bounds prune nothing; narrower ones lose rows.
+    """
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for i in range(row_group.num_columns):
+            chunk = row_group.column(i)
+            field_id = mapping.get(chunk.path_in_schema)
+            statistics = chunk.statistics if chunk.is_stats_set else None
+            if field_id is None or statistics is None or statistics.has_min_max:
+                continue  # no footer statistics at all: pyiceberg drops the bounds itself
+            if statistics.has_null_count and statistics.null_count >= chunk.num_values:
+                continue  # only nulls: nothing a bound must cover
+            stats["lower_bounds"].pop(field_id, None)
+            stats["upper_bounds"].pop(field_id, None)
 
 
 def _add_float_stats(stats: dict[str, Any], floats: dict[int, _FloatStats], plan: Any) -> dict:
