@@ -19,10 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pyarrow as pa
+import pytest
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import run_state_machine_as_test
 from spark_manifest_oracle import OracleError, read_committed
 
+from eosink.plugin import hookimpl
 from eosink.testing.faultfs import ObjectStore, StoreFault
 from eosink.testing.simulation import HistorySpec, Script, SimTarget, SinkSimulation, row_id
 from eosink_files.sink import FilesSink
@@ -83,6 +88,10 @@ class TestFilesSimulation(SinkSimulation):
     )
     simulation_examples = 25
     simulation_writer_shapes = True
+    #: One history in four writes complete-mode batches (every writer of it).
+    simulation_output_modes = ("append", "append", "append", "complete")
+    #: The sink under test (a test of the simulation's teeth swaps in a broken one).
+    sink_class: type[FilesSink] = FilesSink
     #: The longest ``log_cleanup_delay_s`` a history draws: past it, a compaction may delete
     #: the log files a slow writer's view still names (the kit's ``past_retention`` step).
     simulation_retention_s = 600.0
@@ -145,11 +154,13 @@ class TestFilesSimulation(SinkSimulation):
                     failures.append(exc)
             raise failures[0]
 
+        sink_class = self.sink_class
+
         def sink_for(writer_options: dict[str, Any]) -> FilesSink:
-            return FilesSink(path=url, partition_by=list(spec.partition_by), **writer_options)
+            return sink_class(path=url, partition_by=list(spec.partition_by), **writer_options)
 
         return SimTarget(
-            sink=lambda: FilesSink(path=url, partition_by=list(spec.partition_by), **options),
+            sink=lambda: sink_class(path=url, partition_by=list(spec.partition_by), **options),
             sink_for=sink_for,
             read=read,
             store=store,
@@ -174,7 +185,7 @@ def test_history_ended_with_a_store_fault_armed_recovers_without_it() -> None:
     history = kit.history_machine(None)()
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
     options = {"compact_interval": 2, "log_cleanup_delay_s": 0.0, "format": "parquet"}
-    history.start(Script((schema, ()), 1, options, {"fingerprint": "off"}))
+    history.start(Script((schema, ()), 1, options, "append", {"fingerprint": "off"}))
     history.target.store.arm(StoreFault(kind="error", after=1, ops=("put",)))
     history.teardown()  # recovers: the writer's two batches committed, each read back once
 
@@ -189,7 +200,7 @@ def test_late_abort_of_a_commit_no_one_heard_keeps_the_published_files() -> None
     history = kit.history_machine(None)()
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("c0_int8", pa.int8())])
     options = {"compact_interval": 2, "log_cleanup_delay_s": 0.0, "format": "parquet"}
-    history.start(Script((schema, ()), 1, options, {"fingerprint": "off"}))
+    history.start(Script((schema, ()), 1, options, "append", {"fingerprint": "off"}))
     writer = history.writers[0]
     rows = pa.RecordBatch.from_pylist(
         [{"id": row_id(0, 0, 0, i), "c0_int8": i} for i in range(3)], schema=schema
@@ -198,3 +209,27 @@ def test_late_abort_of_a_commit_no_one_heard_keeps_the_published_files() -> None
     assert history.status[(0, 0)] == "committed" and writer.batch == 12
     history.check_rows()  # the deleted files of batch 0 fail the read
     history.teardown()
+
+
+class AppendingSink(FilesSink):
+    """Broken on purpose: it takes every batch for an append, so a complete-mode batch
+    leaves the rows of earlier batches beside its own."""
+
+    @hookimpl
+    def is_committed(self, ctx: Any) -> Any:
+        return super().is_committed(attrs.evolve(ctx, mode="append"))
+
+    @hookimpl
+    def commit(self, ctx: Any, state: Any, messages: Any, proof: Any) -> None:
+        super().commit(attrs.evolve(ctx, mode="append"), state, messages, proof)
+
+
+def test_complete_mode_histories_catch_a_batch_that_replaces_nothing() -> None:
+    """The simulation's teeth for complete mode (CI's fixed seed, no shrinking): histories of
+    complete-mode writers fail a sink that appends their batches."""
+    kit = TestFilesSimulation()
+    kit.sink_class = AppendingSink
+    kit.simulation_output_modes = ("complete",)
+    run = settings(kit.simulation_settings(), phases=[Phase.generate])
+    with pytest.raises(AssertionError, match="complete mode: readers see rows of"):
+        run_state_machine_as_test(kit.history_machine(None), settings=run)

@@ -33,7 +33,13 @@ predicate passes, whatever statistics or partition values the reader skips files
 with ``simulation_wide_values`` write the values where statistics and logs go wrong into data
 columns: strings over 32 characters and over 4 KiB, U+2028/U+2029/U+0085, the timestamps of
 years 1 and 9999 (and every kit gets ``decimal_fine``, a decimal of scale 10, zero among its
-values).
+values). At a history's end the judge sweeps every column with every predicate kind, and the
+row id equal to one row of each batch (another program may partition or bound by it).
+
+Kits whose ``simulation_output_modes`` hold ``"complete"`` draw each history's output mode:
+in a complete-mode history every batch replaces every row before it, so readers must see the
+rows of one batch, whole, the last to land (the last commit seen to land, or an attempt in
+doubt after it), and never a batch older than one its writer committed before it.
 
 A keyed sink (``simulation_upsert_key``, :mod:`eosink.testing.simulation_keyed`) is judged
 by what a replace-by-key table holds: per key, the row of the latest visible batch that
@@ -158,6 +164,12 @@ class SinkSimulation:
     #: (its ``upsert_key`` hook; e.g. options drawn with ``mode="upsert", key=<it>``), the
     #: judge expects per key the latest visible batch's row. ``None``: no key column.
     simulation_upsert_key: str | None = None
+    #: The output modes a history draws for all its writers (Spark's ``outputMode``): with
+    #: ``"complete"`` among them, a history may write complete-mode batches, each replacing
+    #: every row before it; the judge then expects the rows of the batch that landed last
+    #: (:meth:`~eosink.testing.simulation_judge.HistoryJudge.check_complete_rows`). Append
+    #: only by default: another draw changes every derandomized history of a kit.
+    simulation_output_modes: Sequence[str] = ("append",)
 
     #: The store's retention in seconds, where expiry or log cleanup may take what a slow
     #: batch relies on (``None``: none); the ``past_retention`` step moves the clock past it.

@@ -63,6 +63,10 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
         self.status: dict[tuple[int, int], str] = {}  # "committed" or "maybe"
         self.damaged = False
         self.keyed = False
+        #: Batches in the order they may have landed: (key, True) for a commit seen to land
+        #: now, (key, False) for an attempt that failed after it may have (complete mode's
+        #: judge: the table holds the rows of the last to land).
+        self.landings: list[tuple[tuple[int, int], bool]] = []
         self.workers = itertools.count()
         self.stats: Counter[str] = Counter()
 
@@ -81,6 +85,11 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             writers=data.draw(st.integers(1, kit.simulation_max_writers), label="writers"),
             options=data.draw(kit.simulation_options(), label="options"),
         )
+        modes = list(kit.simulation_output_modes)
+        if modes != ["append"]:
+            mode = data.draw(st.sampled_from(modes), label="mode") if len(modes) > 1 else modes[0]
+            spec = attrs.evolve(spec, output_mode=mode)
+            self.stats[f"mode_{mode}"] += 1
         if kit.simulation_writer_shapes:
             own = kit.simulation_writer_options(spec)
             spec = attrs.evolve(
@@ -246,11 +255,13 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             with simulated_process(pid):
                 abort_quietly(pm, attempt.ctx, attempt.state, [r.message for r in attempt.results])
             self._mark(attempt.writer, attempt.batch, "maybe")
+            self.landings.append(((attempt.writer, attempt.batch), False))  # an unknown outcome
             return
         if live:
             self._done(writer, outcome.status)
         elif outcome.status == "committed":
             self._mark(attempt.writer, attempt.batch, "committed")
+            self.landings.append(((attempt.writer, attempt.batch), True))
 
     @rule(data=st.data())
     def restart(self, data: st.DataObject) -> None:
@@ -390,6 +401,7 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             batch_id=writer.batch if batch is None else batch,
             query_id=writer.query_id,
             checkpoint=f"/checkpoints/{writer.writer_id}",
+            mode=self.spec.output_mode,
         )
 
     def _keyed(self) -> bool:
@@ -477,10 +489,13 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
 
     def _failed(self, writer: Writer, restart: bool) -> None:
         self._mark(writer.index, writer.batch, "maybe")
+        self.landings.append(((writer.index, writer.batch), False))
         if restart:
             writer.generation += 1
 
     def _done(self, writer: Writer, status: str) -> None:
+        if status == "committed":  # landed now ("skipped": it had landed before)
+            self.landings.append(((writer.index, writer.batch), True))
         self._mark(writer.index, writer.batch, "committed")
         writer.batch += 1
 
@@ -579,7 +594,9 @@ class WriterShapes:
                 )
         except EosinkError:
             self._mark(attempt.writer, attempt.batch, "maybe")  # a clean refusal
+            self.landings.append(((attempt.writer, attempt.batch), False))
             return
         if outcome.status == "committed":
             self._mark(attempt.writer, attempt.batch, "committed")
+            self.landings.append(((attempt.writer, attempt.batch), True))
             self.stats["late_aborts_of_committed"] += 1

@@ -38,6 +38,7 @@ class HistoryJudge:
     damaged: bool
     #: the sink replaces rows by the kit's key column (:mod:`eosink.testing.simulation_keyed`)
     keyed: bool
+    landings: list[tuple[tuple[int, int], bool]]
     stats: Counter[str]
     workers: Iterator[int]  # numbers of fresh processes
     _in: Callable[[str, Callable[[], Any]], Any]
@@ -75,7 +76,7 @@ class HistoryJudge:
                 has_rows = bool(held.get((writer.index, batch)))
                 if self.kit.simulation_visible_before_commit and proof is None:
                     has_rows = False  # rows without their proof: a batch not committed yet
-                if self.keyed and proof is not None:
+                if (self.keyed or self._complete) and proof is not None:
                     has_rows = True  # later batches may have replaced every row it wrote
                 if rows and (proof is not None) != has_rows:
                     raise AssertionError(
@@ -129,9 +130,16 @@ class HistoryJudge:
                     f"{sum(extra.values())} extra (e.g. ids {sorted(r[0] for r in extra)[:3]})"
                 )
 
+    @property
+    def _complete(self) -> bool:
+        return self.spec.output_mode == "complete"
+
     def check_rows(self) -> None:
         if self.keyed:
             self.check_keyed_rows()
+            return
+        if self._complete:
+            self.check_complete_rows()
             return
         held = self._held()
         unknown = set(held) - set(self.data)
@@ -157,6 +165,47 @@ class HistoryJudge:
                 f"{sum(extra.values())} extra (duplicates or changed values, e.g. "
                 f"{list(extra)[:2]}), {sum(lost.values())} missing (e.g. {list(lost)[:2]})"
             )
+
+    def check_complete_rows(self) -> None:
+        """Complete mode: each batch replaces every row before it, so readers see the rows of
+        one batch, whole: the last to land (the last commit seen to land, or an attempt in
+        doubt after it, which may have landed later), and never a batch older than one its
+        writer committed after it (a zombie's stale result over a newer one)."""
+        held = self._held()
+        assert len(held) <= 1, (
+            f"complete mode: readers see rows of {len(held)} batches ({sorted(held)}); "
+            "each complete-mode batch replaces every row before it"
+        )
+        candidates = self._last_landed()
+        if not held:
+            assert not candidates or any(not self._expected(*k) for k in candidates), (
+                f"complete mode: readers see no rows; the last batch to land was one of "
+                f"{sorted(candidates)}, which wrote rows"
+            )
+            return
+        ((key, got),) = held.items()
+        expected = self._expected(*key)
+        assert got == expected, (
+            f"complete mode: readers see {sum(got.values())} rows of batch {key}, which "
+            f"wrote {sum(expected.values())} ({sum((got - expected).values())} extra or "
+            f"changed, {sum((expected - got).values())} missing)"
+        )
+        assert key in candidates, (
+            f"complete mode: readers see batch {key}; the last to land was one of "
+            f"{sorted(candidates)}"
+        )
+        newer = [b for (w, b), sure in self.landings if sure and w == key[0] and b > key[1]]
+        assert not newer, (
+            f"complete mode: readers see batch {key[1]} of writer {key[0]} over its batch "
+            f"{max(newer)}, committed before it: a stale result replaced a newer one"
+        )
+
+    def _last_landed(self) -> set[tuple[int, int]]:
+        """The batches that may have landed last: the last commit seen to land and every
+        attempt in doubt after it (every attempt in doubt if none was seen to land)."""
+        sure = [i for i, (_, landed) in enumerate(self.landings) if landed]
+        start = sure[-1] if sure else 0
+        return {key for key, _ in self.landings[start:]}
 
     def check_keyed_rows(self) -> None:
         """A keyed target holds, per key, the row of the latest visible batch that carried it

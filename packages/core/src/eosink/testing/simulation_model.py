@@ -35,13 +35,16 @@ class HistorySpec:
 
     ``options``: the sink options every writer shares; ``writer_options``: each writer's own
     (:meth:`~eosink.testing.simulation.SinkSimulation.simulation_writer_options`), merged over
-    the shared ones for that writer's sink (empty: every writer uses ``options`` alone)."""
+    the shared ones for that writer's sink (empty: every writer uses ``options`` alone);
+    ``output_mode``: the mode of every writer's batches."""
 
     schema: pa.Schema
     partition_by: tuple[str, ...]
     writers: int
     options: dict[str, Any] = attrs.field(factory=dict)
     writer_options: tuple[dict[str, Any], ...] = ()
+    #: Every writer's output mode (``"append"`` or ``"complete"``).
+    output_mode: str = "append"
 
     def own_options(self, writer: int) -> dict[str, Any]:
         """The options writer ``writer`` drew for itself (kit keys included)."""
