@@ -15,6 +15,9 @@ data files without a log) or null a value it cannot parse, this raises :class:`O
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import datetime as dt
 import gzip
 import json
@@ -168,6 +171,11 @@ def _from_json(value: Any, typ: pa.DataType, tz: str) -> Any:
         return Decimal(value)
     if isinstance(value, str) and kind in ("decimal", "date", "timestamp"):
         return _from_text(value, typ, tz)
+    if isinstance(value, str) and pa.types.is_binary(typ):
+        try:  # Jackson's getBinaryValue: base64, as Spark's JSON writer writes binary
+            return base64.b64decode(value, validate=True)
+        except binascii.Error:
+            pass
     raise OracleError(f"Spark cannot read the JSON value {value!r} as {typ}")
 
 
