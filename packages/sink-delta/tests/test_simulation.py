@@ -166,9 +166,9 @@ def datafusion_literal(value: Any, field: pa.Field) -> str | None:
             return None
         return f"CAST({value!r} AS {'FLOAT' if pa.types.is_float32(kind) else 'DOUBLE'})"
     if pa.types.is_decimal(kind):
-        if abs(decimal.Decimal(float(value))) >= 10 ** (kind.precision - kind.scale):
-            # delta-rs reads a decimal's stats as a double: rounded up past the type's
-            # largest value, the bound overflows and the file is skipped (its own tables too)
+        if kind.precision > 15:
+            # delta-rs reads a decimal's stats as doubles: past 15 digits a bound rounds, and
+            # a file can be skipped for a value it holds (its own tables too)
             return None
         return f"CAST('{value:f}' AS DECIMAL({kind.precision}, {kind.scale}))"
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
