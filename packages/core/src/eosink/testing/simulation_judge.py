@@ -178,9 +178,11 @@ class HistoryJudge:
         )
         candidates = self._last_landed()
         if not held:
-            assert not candidates or any(not self._expected(*k) for k in candidates), (
+            nothing_landed = not any(sure for _, sure in self.landings)
+            assert nothing_landed or any(not self._expected(*k) for k in candidates), (
                 f"complete mode: readers see no rows; the last batch to land was one of "
-                f"{sorted(candidates)}, which wrote rows"
+                f"{sorted(candidates)}, which wrote rows (landings, True where seen: "
+                f"{self.landings[-8:]})"
             )
             return
         ((key, got),) = held.items()
