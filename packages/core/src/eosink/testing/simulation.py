@@ -168,7 +168,8 @@ class SinkSimulation:
     #: ``"complete"`` among them, a history may write complete-mode batches, each replacing
     #: every row before it; the judge then expects the rows of the batch that landed last
     #: (:meth:`~eosink.testing.simulation_judge.HistoryJudge.check_complete_rows`). Append
-    #: only by default: another draw changes every derandomized history of a kit.
+    #: only by default: another draw changes every derandomized history of a kit. Not yet for
+    #: kits whose foreign steps append rows: the judge does not place them among the landings.
     simulation_output_modes: Sequence[str] = ("append",)
 
     #: The store's retention in seconds, where expiry or log cleanup may take what a slow
