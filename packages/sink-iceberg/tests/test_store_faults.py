@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 from eosink_iceberg.sink import IcebergSink
-from hypothesis import Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import run_state_machine_as_test
 from iceberg_faults import LATE_APPLY, catalog_fault, faulty_catalog, land_late_commits
 from iceberg_helpers import TABLE, read_pyiceberg, run
 import test_simulation
@@ -165,10 +163,7 @@ def test_the_faulty_histories_catch_the_blind_retry():
     shrinking), which the sink passes, fail :class:`BlindRetrySink` on a batch seen twice."""
     kit = BlindRetrySimulation()
     with pytest.raises(AssertionError, match="extra"):
-        run_state_machine_as_test(
-            kit.history_machine(None),
-            settings=settings(kit.simulation_settings(), phases=[Phase.generate]),
-        )
+        kit.run_histories_unshrunk()
 
 
 class NoMarkerSink(IcebergSink):
@@ -203,10 +198,8 @@ def test_late_commits_in_the_histories_catch_an_abort_that_deletes_files_in_doub
     passes; without its commit marker the table lists files an abort deleted."""
     kit = LateApplySimulation()
     kit.sink_class = sink_class
-    machine = kit.history_machine(None)
-    run = settings(kit.simulation_settings(), phases=[Phase.generate])
     if sink_class is IcebergSink:
-        run_state_machine_as_test(machine, settings=run)
+        kit.run_histories_unshrunk()
         return
     with pytest.raises(FileNotFoundError, match="eosink-.*parquet"):
-        run_state_machine_as_test(machine, settings=run)
+        kit.run_histories_unshrunk()

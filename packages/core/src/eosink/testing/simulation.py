@@ -94,7 +94,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -251,6 +251,15 @@ class SinkSimulation:
     def test_generated_histories(self, simulation_env: Any) -> None:
         run_state_machine_as_test(
             self.history_machine(simulation_env), settings=self.simulation_settings()
+        )
+
+    def run_histories_unshrunk(self, env: Any = None) -> None:
+        """This kit's histories as CI runs them (its fixed seed), without shrinking: a test
+        of the simulation's teeth runs them against a sink broken on purpose and expects the
+        first failure as it is raised."""
+        run_state_machine_as_test(
+            self.history_machine(env),
+            settings=settings(self.simulation_settings(), phases=[Phase.generate]),
         )
 
     def history_machine(self, env: Any) -> type[History]:
