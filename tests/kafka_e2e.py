@@ -42,8 +42,6 @@ PARTITIONS, FIRST, MAX_OFFSETS = 3, 600, 200
 #: While the query is down: a fourth partition and more records on every partition; then a
 #: last round after a crash between the sink's commit and Spark's.
 GROWN, SECOND, THIRD = 4, 300, 150
-#: For the query processes' JVMs (see :func:`kafka_spark`).
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: The job's ``stream``: the Kafka source of kafka_stream.py.
 STREAM = f"{kafka_stream.__name__}:stream"
 
@@ -71,10 +69,6 @@ def kafka_spark(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
     assert not any(" " in p for p in paths), f"spark-submit splits its arguments on spaces: {paths}"
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--jars {','.join(paths)} pyspark-shell")
-    # Their JVMs compile with C1 only and collect serially: a query of a few small batches
-    # then costs half the CPU (these tests run beside others on two cores).
-    tool_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"{tool_options} {JIT_OPTIONS}".strip())
 
 
 def records(round_: int, count: int) -> list[tuple[str, str]]:

@@ -19,7 +19,6 @@ doors. (Each run costs minutes: S3A's checkpoint writes are many requests to the
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 import pyarrow.parquet as pq
 import pytest
@@ -31,9 +30,6 @@ from eosink.testing.replay import assert_exactly, write_json_source
 from eosink.testing.s3 import S3Bucket, S3Endpoint, s3_server
 from eosink.testing.spark import local_spark
 
-#: The query processes' JVMs compile with C1 only and collect serially: a query of four small
-#: batches then costs half the CPU (the tests share two cores with others).
-JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Source files, one a batch (ids ``n * 1000 + i``); the query stalls in the second, the last:
 #: one batch committed before the kill, one batch after the restart (each costs seconds on S3).
 FILES, STALL_ID = 2, 1_150
@@ -68,9 +64,7 @@ def spark_settings(endpoint: S3Endpoint) -> dict[str, str]:
 
 
 @pytest.fixture
-def bucket(endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> S3Bucket:
-    tool_options = os.environ.get("JAVA_TOOL_OPTIONS", "")
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", f"{tool_options} {JIT_OPTIONS}".strip())
+def bucket(endpoint: S3Endpoint) -> S3Bucket:
     return S3Bucket(endpoint, endpoint.create_bucket())
 
 

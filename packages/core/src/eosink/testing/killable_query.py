@@ -27,6 +27,9 @@ from eosink.testing.replay import (
 )
 
 Door = Literal["foreach_batch", "data_source"]
+#: The query's JVM lives for a few small batches: compiled with C1 only and collected serially,
+#: it costs ~20% less CPU (the tests share two cores).
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 @attrs.frozen
@@ -137,7 +140,7 @@ def main(job_file: str) -> None:
     work = os.path.dirname(os.path.abspath(job_file))
     with open(job_file) as f:
         job = QueryJob.from_json(f.read())
-    spark = local_spark(**job.spark)
+    spark = local_spark(java_options=SHORT_LIVED_JVM, **job.spark)
     df = source(spark, work, job)
     df = df.mapInArrow(stall_while_armed(work, job.stall), df.schema)
     query = (
