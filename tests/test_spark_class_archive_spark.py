@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -28,7 +27,7 @@ def test_a_local_spark_maps_the_archive_of_sparks_classes(tmp_path):
     folder = os.environ.get(spark_class_archive.ENV)
     if not folder:
         pytest.skip(f"{spark_class_archive.ENV} is not set (pants.toml sets it for the tests)")
-    archive = spark_class_archive.archive_path(Path(folder))
+    archive = spark_class_archive.local_archive()
     assert archive is not None, "no java found"
     spark_class_archive.make_once(archive, wait=True)
     assert archive.exists(), f"the archive was not made: {archive}"

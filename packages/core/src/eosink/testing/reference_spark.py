@@ -16,7 +16,9 @@ rows back as plain JSON values (:func:`eosink.testing.reference_spark_main.plain
     ids = [row["id"] for row in results[0].rows]
 
 One call is one process and one JVM (a start costs ~10 s on these machines): a test hands
-every step it needs at once, and they run in order in one session.
+every step it needs at once, and they run in order in one session. The JVM maps the archive of
+its Spark's classes (:mod:`eosink.testing.spark_class_archive`), written by the environment's
+first call.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from eosink.testing import reference_spark_main
+from eosink.testing import reference_spark_main, spark_class_archive
 from eosink.testing.jvm import JvmJarsError, jars, script
 
 #: One call's limit: a JVM start, the steps, and on a fresh machine the environment's making
@@ -97,15 +100,23 @@ def run_reference(
     ``jar_sets``; each step's rows or error."""
     python = spark_python(version)
     paths = [path for name in jar_sets for path in jars(name)]
-    request = {
-        "conf": {**(conf or {}), "spark.jars": ",".join(paths)},
-        "steps": [
-            {"sql": s.statement} if isinstance(s, Sql) else {"read": attrs.asdict(s)} for s in steps
-        ],
-    }
+    # The environment's making keys its archive of Spark's classes.
+    archive = spark_class_archive.archive_path(version, Path(python).parent.parent / "pyvenv.cfg")
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV and not k.startswith("PEX")}
     env.update({"PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1", "TZ": "UTC"})
-    with tempfile.TemporaryDirectory(prefix="eosink-reference-") as work:
+    with (
+        spark_class_archive.made_by_this_run(archive) as (java_options, archive_to),
+        tempfile.TemporaryDirectory(prefix="eosink-reference-") as work,
+    ):
+        request = {
+            "conf": {**(conf or {}), "spark.jars": ",".join(paths)},
+            "java_options": java_options,
+            "archive_to": archive_to,
+            "steps": [
+                {"sql": s.statement} if isinstance(s, Sql) else {"read": attrs.asdict(s)}
+                for s in steps
+            ],
+        }
         request_path, result_path = os.path.join(work, "request"), os.path.join(work, "result")
         with open(request_path, "w") as f:
             json.dump(request, f)

@@ -15,6 +15,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import os
 import sys
 import tempfile
 from typing import Any
@@ -40,10 +41,11 @@ def plain(value: Any) -> Any:
     return value
 
 
-def session(conf: dict[str, str]) -> Any:
+def session(conf: dict[str, str], java_options: str) -> Any:
     from pyspark.sql import SparkSession
 
     scratch = tempfile.mkdtemp(prefix="eosink-reference-")
+    java_options = f"-Duser.home={scratch} -Duser.timezone=UTC {java_options}".strip()
     builder = (
         SparkSession.builder.master("local[1]")
         .appName("eosink-reference")
@@ -51,7 +53,7 @@ def session(conf: dict[str, str]) -> Any:
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.local.dir", scratch)
-        .config("spark.driver.extraJavaOptions", f"-Duser.home={scratch} -Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", java_options)
     )
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -75,7 +77,10 @@ def run_step(spark: Any, step: dict[str, Any]) -> list[dict[str, Any]]:
 def main(request_path: str, result_path: str) -> None:
     with open(request_path) as f:
         request = json.load(f)
-    spark = session(request["conf"])
+    archive_to = request.get("archive_to")
+    partial = f"{archive_to}.{os.getpid()}.partial"
+    writes = f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds*=off" if archive_to else ""
+    spark = session(request["conf"], f"{request.get('java_options', '')} {writes}")
     results = []
     for step in request["steps"]:
         try:
@@ -85,6 +90,23 @@ def main(request_path: str, result_path: str) -> None:
     with open(result_path, "w") as f:
         json.dump({"version": spark.version, "results": results}, f)
     spark.stop()
+    if archive_to:
+        write_archive(partial, archive_to)
+
+
+def write_archive(partial: str, archive: str) -> None:
+    """After ``spark.stop()``: let the JVM exit cleanly (the gateway exits it at its stdin's
+    end), which writes its classes to ``partial``, and publish that as ``archive`` only then:
+    a truncated archive would crash the JVMs that map it (the JVM is spark-submit's process,
+    which execs java; see :mod:`eosink.testing.spark_class_archive`)."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._gateway.proc
+    jvm.stdin.close()
+    if jvm.wait(timeout=240) == 0 and os.path.exists(partial):
+        os.replace(partial, archive)
+    elif os.path.exists(partial):
+        os.remove(partial)
 
 
 if __name__ == "__main__":

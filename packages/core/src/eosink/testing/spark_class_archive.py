@@ -23,6 +23,7 @@ the JVM's warnings would otherwise go to the job's stdout).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -31,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,36 +46,64 @@ log = structlog.get_logger(__name__)
 
 def java_options() -> str:
     """The JVM options that map this Spark's archive (made first if need be), or ``""``."""
-    folder = os.environ.get(ENV)
-    if not folder:
-        return ""
-    archive = archive_path(Path(folder))
+    archive = local_archive()
     if archive is None:
         return ""
     if not archive.exists():
         make_once(archive)
-    if not archive.exists():
-        return ""
-    return f"-XX:SharedArchiveFile={archive} {QUIET}"
+    return mapping(archive)
 
 
-def archive_path(folder: Path) -> Path | None:
-    """``<folder>/spark-<version>-<jvm>.jsa``, or ``None`` when no JVM is found."""
+def mapping(archive: Path) -> str:
+    """The JVM options that map ``archive``, or ``""`` while it does not exist."""
+    return f"-XX:SharedArchiveFile={archive} {QUIET}" if archive.exists() else ""
+
+
+def local_archive() -> Path | None:
+    """The archive for this process's pyspark, or ``None`` (no folder set, no JVM found)."""
     import pyspark
 
+    jars = Path(pyspark.__file__).parent / "jars"
+    # A JVM takes a jar of another path for the archived one only if it is the same file: Pex's
+    # environments hard-link one install of pyspark's jars, so its Spark core keys them.
+    return archive_path(pyspark.__version__, min(jars.glob("spark-core_*.jar"), default=jars))
+
+
+def archive_path(version: str, install: Path) -> Path | None:
+    """``<folder>/spark-<version>-<key>.jsa`` for Spark ``version`` installed as the file
+    ``install`` is (its inode and time are in the key, with the JVM's build), or ``None``."""
+    folder = os.environ.get(ENV)
     java = java_binary()
-    if java is None:
+    if not folder or java is None:
         return None
     libjvm = java.resolve().parent.parent / "lib" / "server" / "libjvm.so"
-    jvm = (libjvm if libjvm.exists() else java.resolve()).stat()
-    # The jars' install: the JVM takes a jar of another path for the archived one only if it
-    # is the same file (Pex's environments hard-link one install of pyspark's jars).
-    jars = Path(pyspark.__file__).parent / "jars"
-    core = min(jars.glob("spark-core_*.jar"), default=jars).stat()
-    key = f"{libjvm}:{jvm.st_size}:{jvm.st_mtime_ns}:{core.st_dev}:{core.st_ino}"
-    return (
-        folder / f"spark-{pyspark.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsa"
+    jvm, installed = (libjvm if libjvm.exists() else java.resolve()).stat(), install.stat()
+    key = ":".join(
+        str(n) for n in (libjvm, jvm.st_size, jvm.st_mtime_ns, installed.st_dev, installed.st_ino)
     )
+    return Path(folder) / f"spark-{version}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsa"
+
+
+@contextlib.contextmanager
+def made_by_this_run(archive: Path | None) -> Iterator[tuple[str, str | None]]:
+    """For a Spark JVM that runs to a clean exit anyway (a reference engine's process): the
+    options that map ``archive`` and ``None`` if it exists; else, if no other process is making
+    it, no options and the archive's path, which that JVM writes at its exit (under a temporary
+    name, renamed by its process once the JVM has exited cleanly); else nothing."""
+    if archive is None:
+        yield "", None
+        return
+    if archive.exists():
+        yield mapping(archive), None
+        return
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with open(archive.parent / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield "", None
+            return
+        yield ("", None) if archive.exists() else ("", str(archive))
 
 
 def java_binary() -> Path | None:
@@ -139,10 +169,9 @@ def train(spark: Any, work: str) -> None:
 
 
 def main(archive: str) -> None:
-    """Run :func:`train` in a JVM that writes its classes to a temporary file when it exits,
-    wait for it to exit, then rename the file to ``archive``."""
-    from pyspark import SparkContext
-
+    """Run :func:`train` in a JVM that writes its classes when it exits; publish them as
+    ``archive`` once it has exited cleanly."""
+    from eosink.testing.reference_spark_main import write_archive
     from eosink.testing.spark import local_spark
 
     work = tempfile.mkdtemp(prefix="eosink-class-archive-")
@@ -150,18 +179,12 @@ def main(archive: str) -> None:
     spark = local_spark(
         java_options=f"-XX:ArchiveClassesAtExit={partial} {QUIET}", class_archive=False
     )
-    jvm = SparkContext._gateway.proc  # the JVM (spark-submit execs it)
     try:
         train(spark, work)
     finally:
         spark.stop()
-        jvm.stdin.close()  # the gateway exits the JVM on EOF: cleanly, so the archive is written
-        code = jvm.wait(timeout=240)
+        write_archive(partial, archive)
         shutil.rmtree(work, ignore_errors=True)
-    if code != 0 or not os.path.exists(partial):
-        Path(partial).unlink(missing_ok=True)
-        raise SystemExit(f"the JVM exited with {code}: no archive")
-    os.replace(partial, archive)
 
 
 if __name__ == "__main__":
