@@ -15,6 +15,8 @@ eosink.testing.spark_class_archive ARCHIVE``: a short Spark job whose JVM writes
 loaded when it exits), holding a lock; processes asking meanwhile go on without one. The file
 is written under a temporary name and renamed when its JVM has exited cleanly: a truncated
 archive crashes the JVM that maps it, so a partial one must never be found under the name.
+The reference engines' processes (:mod:`eosink.testing.reference_spark`, Sparks of other
+versions) write theirs in their first run instead (:func:`made_by_this_run`).
 
 The archive is keyed by the Spark version, its jars' install and the JVM's build: an archive
 of other jars or another JVM would be ignored by the JVM anyway, silently (``-Xlog:cds*=off``:
@@ -70,8 +72,8 @@ def local_archive() -> Path | None:
 
 
 def archive_path(version: str, install: Path) -> Path | None:
-    """``<folder>/spark-<version>-<key>.jsa`` for Spark ``version`` installed as the file
-    ``install`` is (its inode and time are in the key, with the JVM's build), or ``None``."""
+    """``<folder>/spark-<version>-<key>.jsa`` for Spark ``version`` installed with the file
+    ``install`` (its inode is in the key, with the JVM's build), or ``None``."""
     folder = os.environ.get(ENV)
     java = java_binary()
     if not folder or java is None:
@@ -90,20 +92,25 @@ def made_by_this_run(archive: Path | None) -> Iterator[tuple[str, str | None]]:
     options that map ``archive`` and ``None`` if it exists; else, if no other process is making
     it, no options and the archive's path, which that JVM writes at its exit (under a temporary
     name, renamed by its process once the JVM has exited cleanly); else nothing."""
-    if archive is None:
-        yield "", None
+    if archive is None or archive.exists():
+        yield (mapping(archive) if archive else ""), None
         return
-    if archive.exists():
-        yield mapping(archive), None
-        return
+    with locked(archive) as mine:
+        yield "", (str(archive) if mine and not archive.exists() else None)
+
+
+@contextlib.contextmanager
+def locked(archive: Path, *, wait: bool = False) -> Iterator[bool]:
+    """The lock of the archives' folder: whether this process holds it (``wait``: until it
+    does), so that one process at a time makes an archive."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     with open(archive.parent / ".lock", "w") as lock:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
-            yield "", None
+            yield False
             return
-        yield ("", None) if archive.exists() else ("", str(archive))
+        yield True
 
 
 def java_binary() -> Path | None:
@@ -118,13 +125,8 @@ def java_binary() -> Path | None:
 def make_once(archive: Path, *, wait: bool = False, timeout_s: float = 300) -> None:
     """Make ``archive`` unless another process is making it: then go on without it, or
     ``wait`` until that process is done."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with open(archive.parent / ".lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            return
-        if archive.exists():
+    with locked(archive, wait=wait) as mine:
+        if not mine or archive.exists():
             return
         log.info("spark_class_archive.making", archive=str(archive))
         try:
