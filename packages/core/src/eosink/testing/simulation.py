@@ -240,7 +240,9 @@ class SinkSimulation:
 
     def simulation_row(self, spec: HistorySpec, row: dict[str, Any]) -> dict[str, Any]:
         """A source row as the target's readers give it back (e.g. Spark reads a "" partition
-        value as null); the default: unchanged."""
+        value as null); the default: unchanged. ``spec``: the history's, its options those of
+        the row's writer (:meth:`HistorySpec.of_writer`: writers may draw their own, a format
+        say)."""
         return row
 
     @pytest.fixture

@@ -228,10 +228,11 @@ class HistoryJudge:
 
     def _expected(self, writer: int, batch: int) -> Counter:
         rows: Counter = Counter()
+        spec = self.spec.of_writer(writer)  # a row is read back as its writer wrote it
         for partition in self.data.get((writer, batch), []):
             for record_batch in partition:
                 for row in record_batch.to_pylist():
-                    rows[self._comparable(self.kit.simulation_row(self.spec, row))] += 1
+                    rows[self._comparable(self.kit.simulation_row(spec, row))] += 1
         return rows
 
     def _comparable(self, row: dict[str, Any]) -> tuple:

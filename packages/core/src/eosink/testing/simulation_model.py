@@ -56,6 +56,10 @@ class HistorySpec:
         own = {k: v for k, v in self.own_options(writer).items() if k not in KIT_OPTIONS}
         return {**self.options, **own} if own else None
 
+    def of_writer(self, writer: int) -> HistorySpec:
+        """This spec as writer ``writer`` wrote: its options are that writer's sink's."""
+        return attrs.evolve(self, options=self.sink_options(writer) or self.options)
+
     def fingerprint(self, writer: int) -> str:
         """The core's replay check for writer ``writer`` (``"off"`` unless it drew one)."""
         return str(self.own_options(writer).get("fingerprint", "off"))
