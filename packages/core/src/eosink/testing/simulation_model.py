@@ -57,8 +57,10 @@ class HistorySpec:
         return {**self.options, **own} if own else None
 
     def of_writer(self, writer: int) -> HistorySpec:
-        """This spec as writer ``writer`` wrote: its options are that writer's sink's."""
-        return attrs.evolve(self, options=self.sink_options(writer) or self.options)
+        """This spec as writer ``writer`` wrote: its options are that writer's sink's (this
+        very spec when the writer drew none of its own, as a foreign writer)."""
+        own = self.sink_options(writer)
+        return self if own is None else attrs.evolve(self, options=own)
 
     def fingerprint(self, writer: int) -> str:
         """The core's replay check for writer ``writer`` (``"off"`` unless it drew one)."""
