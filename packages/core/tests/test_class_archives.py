@@ -54,3 +54,18 @@ def test_a_process_holding_the_lock_keeps_the_others_from_writing(folder):
             assert (options, write_to) == ("", None)
         archives.make_once(archive)  # does not wait, makes nothing
         assert not archive.exists()
+
+
+def test_a_failed_making_is_not_tried_again(folder, monkeypatch):
+    archive = folder / "spark-4.2.0-x.jsa"
+    runs = []
+
+    def fails(*args, **kwargs):
+        runs.append(args)
+        raise archives.subprocess.CalledProcessError(1, args[0])
+
+    monkeypatch.setattr(archives.subprocess, "run", fails)
+    archives.make_once(archive)
+    archives.make_once(archive)
+    assert len(runs) == 1 and not archive.exists()
+    assert "returned non-zero exit status 1" in (folder / "spark-4.2.0-x.jsa.failed").read_text()

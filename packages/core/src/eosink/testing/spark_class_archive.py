@@ -124,9 +124,11 @@ def java_binary() -> Path | None:
 
 def make_once(archive: Path, *, wait: bool = False, timeout_s: float = 300) -> None:
     """Make ``archive`` unless another process is making it: then go on without it, or
-    ``wait`` until that process is done."""
+    ``wait`` until that process is done. A failed making is not tried again (``<archive>.failed``
+    says why; delete it to retry): every Spark of the tests would pay for it."""
+    failed = archive.with_name(f"{archive.name}.failed")  # tried once: not again per process
     with locked(archive, wait=wait) as mine:
-        if not mine or archive.exists():
+        if not mine or archive.exists() or failed.exists():
             return
         log.info("spark_class_archive.making", archive=str(archive))
         try:
@@ -139,6 +141,7 @@ def make_once(archive: Path, *, wait: bool = False, timeout_s: float = 300) -> N
             )
         except (subprocess.SubprocessError, OSError) as error:
             log.warning("spark_class_archive.failed", archive=str(archive), error=str(error))
+            failed.write_text(f"{error}\n")
 
 
 def train(spark: Any, work: str) -> None:
