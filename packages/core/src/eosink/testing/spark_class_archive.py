@@ -38,12 +38,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import structlog
+from eosink.logs import get_logger
 
 ENV = "EOSINK_SPARK_CLASS_ARCHIVES"
 QUIET = "-Xlog:cds*=off"
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def java_options() -> str:
