@@ -24,7 +24,9 @@ def local_spark(
     from pyspark.sql import SparkSession
 
     scratch = tempfile.mkdtemp(prefix="eosink-spark-")
-    archive = spark_class_archive.java_options() if class_archive else ""
+    # A running session is reused as it is: no archive to look up (or make) for it.
+    fresh = SparkSession.getActiveSession() is None
+    archive = spark_class_archive.java_options() if class_archive and fresh else ""
     options = " ".join(o for o in (f"-Duser.home={scratch}", archive, java_options) if o)
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
