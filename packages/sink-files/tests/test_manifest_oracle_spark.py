@@ -172,6 +172,27 @@ def test_csv_nan_and_infinities_are_read_back_by_spark(spark, tmp_path):
     assert rows_of(oracle) == rows_of(table)
 
 
+def test_csv_empty_strings_are_read_back_as_null(spark, tmp_path):
+    """The sink writes a CSV empty string as ``""`` and null as nothing (as Spark's own CSV
+    writer does); Spark's reader gives both back as null, and the oracle with it (the kit's
+    files simulation expects them so: its ``simulation_row``)."""
+    out = str(tmp_path / "out")
+    table = batch(0, part=False).set_column(6, "name", pa.array(["", None, "a", "", "b", "c", "d"]))
+    assert run(FilesSink(path=out, format="csv"), 0, tasks(table)).status == "committed"
+    spark_table, _ = spark_read(spark, out, "csv", DDL.rsplit(", ", 1)[0], header="true")
+    oracle, _ = read_committed(out, table.schema, format="csv")
+    for read in (spark_table, oracle):
+        assert read.sort_by("id").column("name").to_pylist() == [
+            None,
+            None,
+            "a",
+            None,
+            "b",
+            "c",
+            "d",
+        ]
+
+
 # -- hand-made logs: Spark 4's own rules -------------------------------------------------------
 def write_log(out: str, name: str, entries: list[tuple[str, int, str]], first: str = "v1") -> None:
     lines = [first] + [
