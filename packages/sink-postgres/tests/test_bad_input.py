@@ -168,6 +168,36 @@ def test_upsert_null_key(database):
     assert read_table(database, "events") == []
 
 
+def test_upsert_null_key_into_a_nullable_unique_key(database):
+    """A UNIQUE key over a nullable column takes any number of nulls: the sink, not the
+    server, must refuse the row, before anything is written."""
+    with admin(database) as conn:
+        conn.execute("CREATE TABLE events (id bigint UNIQUE, name text)")
+    sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
+    rows = pa.record_batch({"id": pa.array([1, None], pa.int64()), "name": ["a", "b"]})
+    with pytest.raises(ConfigurationError, match="1 row.s. of the batch have a null key column"):
+        run(sink, 0, [[rows]])
+    assert read_table(database, "events") == []
+    assert staging_tables(database) == []
+
+
+def test_upsert_duplicate_keys_across_tasks_on_a_key_already_held(database):
+    """Two tasks' rows on one key the table already holds: refused, naming the key; the
+    table keeps its row."""
+    sink = PostgresSink(url=database, table="events", mode="upsert", key="id")
+    run(sink, 0, [[pa.record_batch({"id": pa.array([5], pa.int64()), "name": ["old"]})]])
+    parts = [
+        [pa.record_batch({"id": pa.array([5, 6], pa.int64()), "name": ["a", "x"]})],
+        [pa.record_batch({"id": pa.array([5], pa.int64()), "name": ["b"]})],
+    ]
+    with pytest.raises(
+        ConfigurationError, match=r"2 rows of one batch have the same key \(id\) = \(5,\)"
+    ):
+        run(sink, 1, parts)
+    assert read_table(database, "events") == [{"id": 5, "name": "old"}]
+    assert staging_tables(database) == []
+
+
 def test_nul_character_in_text(database):
     rows = pa.record_batch({"id": pa.array([1], pa.int64()), "name": ["a\x00b"]})
     with pytest.raises(ConfigurationError, match=r"column 'name' holds the NUL character"):

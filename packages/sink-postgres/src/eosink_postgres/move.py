@@ -2,8 +2,11 @@
 
 This is the price of exactly-once without XA: the tasks' rows are written twice (COPY into
 staging, then one ``INSERT ... SELECT`` in the commit's transaction), so that the rows and the
-proof become visible together. ``append`` and ``complete`` insert; ``upsert`` checks the batch's
-keys first (no null key, no two rows on one key) and inserts ``ON CONFLICT (key) DO UPDATE``.
+proof become visible together. ``append`` and ``complete`` insert; ``upsert`` inserts ``ON
+CONFLICT (key) DO UPDATE`` and refuses a batch with a row without key or two rows on one key,
+naming it. Those checks read the whole batch again, so they run only where the server would not
+refuse the batch itself: PostgreSQL refuses two rows on one key in one ``DO UPDATE`` and a null
+in a ``NOT NULL`` column; the checks then only name the key for the error.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from psycopg import errors as pg_errors
 from psycopg import sql
 
 from eosink.plugin import ConfigurationError
@@ -35,9 +39,12 @@ def move_rows(
     target = store.target_ident(options)
     if options.mode != "upsert":
         return conn.execute(sql.SQL("INSERT INTO {} ({}) {}").format(target, cols, source)).rowcount
-    check_keys(conn, options, source)
     keys = sql.SQL(", ").join(sql.Identifier(k) for k in options.key)
     others = [c for c in columns if c not in options.key]
+    if not key_not_null(conn, options):  # the server would insert a null key as a new row
+        check_null_keys(conn, options, source)
+    if not others:  # DO NOTHING would keep one of two rows on one key, silently
+        check_duplicate_keys(conn, options, source)
     action = (
         sql.SQL("DO UPDATE SET ")
         + sql.SQL(", ").join(
@@ -52,7 +59,15 @@ def move_rows(
         )
         + action
     )
-    cur = conn.execute(query)
+    try:
+        with conn.transaction():  # a savepoint: the batch's refusal is explained below
+            cur = conn.execute(query)
+    except pg_errors.CardinalityViolation:
+        check_duplicate_keys(conn, options, source)
+        raise
+    except pg_errors.NotNullViolation:
+        check_null_keys(conn, options, source)
+        raise
     if others:
         return cur.rowcount
     # DO NOTHING counts only the rows it inserted, not the rows it was given
@@ -60,11 +75,21 @@ def move_rows(
     return int(n)
 
 
-def check_keys(
+def key_not_null(conn: psycopg.Connection[Any], options: PostgresOptions) -> bool:
+    """Whether every key column of the target is ``NOT NULL`` (a primary key's are). The
+    commit holds the target's lock, so no ``ALTER TABLE`` changes that before its INSERT."""
+    (all_not_null,) = conn.execute(
+        "SELECT coalesce(bool_and(attnotnull), false) FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attname = ANY(%s) AND NOT attisdropped",
+        (store.target_ident(options).as_string(conn), list(options.key)),
+    ).fetchone()
+    return bool(all_not_null)
+
+
+def check_null_keys(
     conn: psycopg.Connection[Any], options: PostgresOptions, source: sql.Composable
 ) -> None:
-    """Refuse a batch with a row without key or two rows on one key, naming the fix."""
-    keys = sql.SQL(", ").join(sql.Identifier(k) for k in options.key)
+    """Refuse a batch with a row without key, naming the fix."""
     null = sql.SQL(" OR ").join(
         sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in options.key
     )
@@ -77,6 +102,13 @@ def check_keys(
             f"({', '.join(options.key)}); upserts need a key in every row: filter them "
             "out or fill the key in the query"
         )
+
+
+def check_duplicate_keys(
+    conn: psycopg.Connection[Any], options: PostgresOptions, source: sql.Composable
+) -> None:
+    """Refuse a batch with two rows on one key, naming the key and the fix."""
+    keys = sql.SQL(", ").join(sql.Identifier(k) for k in options.key)
     dup = conn.execute(
         sql.SQL("SELECT {}, count(*) FROM ({}) s GROUP BY {} HAVING count(*) > 1 LIMIT 1").format(
             keys, source, keys

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import select
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -48,7 +46,7 @@ from eosink.plugin import (
     hookimpl,
 )
 from eosink.logs import get_logger
-from eosink_postgres import copy_binary, identity, store
+from eosink_postgres import copy_binary, identity, idle, store
 from eosink_postgres import proof as proof_rows
 from eosink_postgres.move import move_rows
 from eosink_postgres.operator_hooks import PostgresOperatorHooks
@@ -103,9 +101,8 @@ class PostgresSink(PostgresOperatorHooks, Sink):
     @contextlib.contextmanager
     def connect(self, *, autocommit: bool = False) -> Iterator[psycopg.Connection[Any]]:
         """A connection to the target's database; server errors that escape become eosink
-        errors without secrets. One idle connection is kept for the next hook of this sink
-        instance (a batch's ``is_committed``, ``init`` and ``commit`` share it on the driver:
-        a connection costs more than the statements of a small batch)."""
+        errors without secrets. A healthy connection goes back to the process's idle one
+        (:mod:`eosink_postgres.idle`) for the next hook or task."""
         conn = self._take(autocommit)
         try:
             yield conn
@@ -118,33 +115,14 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         self._give(conn)
 
     def _take(self, autocommit: bool) -> psycopg.Connection[Any]:
-        conn, self._idle = getattr(self, "_idle", None), None
-        if conn is not None and (_stale(conn) or self._owner != os.getpid()):
-            if self._owner == os.getpid():
-                conn.close()
-            conn = None
+        conn = idle.take(self.options.conninfo())
         if conn is None:
             conn = store.connect(self.options)
-            self._owner = os.getpid()
         conn.autocommit = autocommit
         return conn
 
     def _give(self, conn: psycopg.Connection[Any]) -> None:
-        """Keep ``conn`` for the next hook if it is healthy and outside a transaction."""
-        idle = psycopg.pq.TransactionStatus.IDLE
-        if conn.closed or conn.broken or conn.info.transaction_status != idle:
-            conn.close()
-        elif getattr(self, "_idle", None) is None:
-            self._idle = conn
-        else:
-            conn.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Sinks travel to executors and Spark's workers: without the driver's connection."""
-        state = dict(self.__dict__)
-        state.pop("_idle", None)
-        state.pop("_owner", None)
-        return state
+        idle.give(self.options.conninfo(), conn)
 
     # -- driver ----------------------------------------------------------------------------
     @hookimpl
@@ -226,8 +204,11 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         conn = self._take(autocommit=False)
         pid = conn.info.backend_pid  # the session a lost COMMIT reply leaves behind
         try:
-            self._commit(conn, ctx, state, staged, proof)
-            self._give(conn)
+            try:
+                self._commit(conn, ctx, state, staged, proof)
+            except BaseException:
+                conn.close()  # a failed commit's session is never kept
+                raise
         except psycopg.OperationalError as exc:
             # The connection broke: before COMMIT (nothing landed) or after it was sent (it
             # may have landed). The proof, read once the old session is gone, tells which.
@@ -246,9 +227,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
             raise self._duplicate_keys_error(ctx, exc) from None
         except psycopg.Error as exc:
             raise store.sql_error(exc, self.options, f"commit of {ctx.label}") from None
-        finally:
-            if getattr(self, "_idle", None) is not conn:
-                conn.close()
+        self._give(conn)
 
     def _commit(
         self,
@@ -465,15 +444,3 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         )
         copy.set_types([copy_type(pg_type(f)) for f in schema])
         return copy
-
-
-def _stale(conn: psycopg.Connection[Any]) -> bool:
-    """Whether a kept connection is unusable: closed, broken, or with something to read while
-    idle (the server ended the session: a restart, a terminated backend)."""
-    if conn.closed or conn.broken:
-        return True
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
