@@ -312,6 +312,35 @@ def test_one_key_of_a_50_file_table_rewrites_only_the_file_holding_it(path):
     assert len(table) == 500 and table[123] == "b50-123" and table[124] == "b12-124"
 
 
+def test_a_rewrite_keeps_each_files_other_rows_in_a_file_of_their_own(path):
+    """A batch touching keys of several files rewrites each file's other rows into a file of
+    its own, within that file's key bounds: gathered into one file, the untouched rows of the
+    whole table would end up in a file every later batch reads and rewrites (the cost of a
+    batch would grow with the table, not with the batch)."""
+    sink = upsert_sink(path)
+    for batch in range(4):  # four files: keys 0-9, 10-19, 20-29, 30-39
+        run(sink, batch, [users(list(range(batch * 10, batch * 10 + 10)), f"b{batch}")])
+    run(sink, 4, [users([5, 15, 25, 35], "b4")])  # one key of each file
+    last = commits(path)[log_version(path)]
+    assert len(kinds(last, "remove")) == 4
+    survivors = [json.loads(a["stats"]) for a in kinds(last, "add") if a["stats"]]
+    bounds = sorted((s["minValues"]["user_id"], s["maxValues"]["user_id"]) for s in survivors)
+    assert bounds == [(0, 9), (5, 35), (10, 19), (20, 29), (30, 39)]  # 4 survivors + the batch
+    import structlog
+
+    with structlog.testing.capture_logs() as events:
+        run(sink, 5, [users([7], "b5")])  # a key of the first file only
+    (done,) = [e for e in events if e["event"] == "delta.upsert_committed"]
+    assert done["files_rewritten"] == 1
+    last = commits(path)[log_version(path)]
+    (removed,) = kinds(last, "remove")
+    added = {a["path"]: a for actions in commits(path).values() for a in kinds(actions, "add")}
+    stats = json.loads(added[removed["path"]]["stats"])
+    assert stats["numRecords"] == 9  # keys 0-9 but 5: not the table's 36 other rows
+    table = values(path)
+    assert len(table) == 40 and table[7] == "b5-7" and table[5] == "b4-5" and table[8] == "b0-8"
+
+
 def test_a_file_without_stats_is_read_as_if_it_held_any_key(path):
     run(upsert_sink(path, stats=False), 0, [users([1, 2], "b0")])
     run(upsert_sink(path), 1, [users([9], "b1")])  # has stats: not touched by batch 2

@@ -458,8 +458,9 @@ def _plan(
             "APPLY (PURGE), or OPTIMIZE), or disable deletion vectors on the table. Nothing of "
             "this batch was committed."
         )
-    writer = _writer(sink, state, data, f"upsert-{state.attempt}-{round_:02d}")
     removes: list[TableFile] = []
+    survivors: list[DeltaFile] = []
+    writers: list[PartitionWriter] = []
     key_columns = [c for c in keys.key if c not in state.partition_by]
     try:
         for f in candidates:
@@ -471,14 +472,21 @@ def _plan(
             if all(keep):
                 continue
             removes.append(f)
-            if any(keep):  # the other rows, one record batch at a time
+            if any(keep):
+                # the other rows, one record batch at a time, into a file of their own: within
+                # this file's key bounds (gathered with other files' rows, the table's untouched
+                # rows would end up in one file that every later batch rewrites)
+                prefix = f"upsert-{state.attempt}-{round_:02d}-{len(writers):05d}"
+                writer = _writer(sink, state, data, prefix)
+                writers.append(writer)
                 values = tuple(f.partition_values.get(c) for c in state.partition_by)
                 for rows in reader.batches(relative, keep):
                     for batch in _as_table_rows(rows, data).to_batches():
                         writer.buffer(values, batch)
-        survivors = [writer.close(o) for o in writer.files.values()]
+                survivors.extend(writer.close(o) for o in writer.files.values())
     except BaseException:
-        writer.discard()
+        for writer in writers:
+            writer.discard()
         raise
     return Plan(index.version, removes, survivors, len(candidates))
 
