@@ -42,6 +42,7 @@ import pytest
 from eosink_iceberg.sink import IcebergSink
 from iceberg_helpers import catalog_properties, duckdb_connection, load, make_namespace, run
 
+from eosink.plugin import hookimpl
 from eosink.testing.arrow_data import WIDE_STRINGS
 from eosink.testing.reference_spark import Sql, run_reference
 from eosink.testing.reference_spark_main import plain
@@ -455,7 +456,70 @@ def tables(catalog) -> dict[str, Written]:
     append_batches(sink, shared, range(3, 4))
     for row in shared.rows:
         row.setdefault("note", None)
+
+    out["maintained"] = maintained_by_icebergs_procedures(catalog)
     return out
+
+
+class MaintainAtCommit:
+    """Runs Iceberg's maintenance procedures in its Spark runtime once, while the driver's
+    commit of a batch has not begun (the batch's files written, not yet in the table)."""
+
+    def __init__(self, steps: list[Sql], folder: Path) -> None:
+        self.steps, self.folder, self.results = steps, folder, None
+
+    @hookimpl(wrapper=True)
+    def commit(self):
+        if self.results is None:
+            self.results = run_reference(
+                ICEBERG_SPARK_VERSION, ["iceberg"], self.steps, conf=session(self.folder)
+            )
+        return (yield)
+
+
+def maintained_by_icebergs_procedures(catalog: dict[str, str]) -> Written:
+    """A table maintained as Iceberg's docs say, by its own Spark procedures, while a batch of
+    eosink's is between its write and its commit: the table's files compacted
+    (``rewrite_data_files``), its manifests rewritten, Iceberg's Spark writer appending, the
+    snapshots expired down to the newest (those whose summaries carried eosink's proofs),
+    and the files no snapshot names removed (``remove_orphan_files``; the procedure refuses
+    a retention under 24 hours, so a batch's own files, written seconds ago, stay). The batch
+    then commits on the maintained table; the replay of an earlier batch (its snapshot
+    expired) is skipped; the next batches land as well."""
+    written = Written("maintained", WIDE)
+    sink = write(catalog, "maintained")
+    append_batches(sink, written, range(2))
+    name = f"eosink.{written.table}"
+    cutoff = dt.datetime.now(UTC) + dt.timedelta(hours=1)  # every snapshot but the newest
+    columns = ", ".join(
+        "id + 900 AS id" if c == "id" else f"`{c}`" for c in wide_batch(0).schema.names
+    )
+    steps = [
+        Sql(
+            f"CALL eosink.system.rewrite_data_files(table => '{written.table}', "
+            "options => map('rewrite-all', 'true'))"
+        ),
+        Sql(f"CALL eosink.system.rewrite_manifests('{written.table}')"),
+        Sql(f"INSERT INTO {name} SELECT {columns} FROM {name} WHERE id < 100"),
+        Sql(
+            f"CALL eosink.system.expire_snapshots(table => '{written.table}', older_than => "
+            f"TIMESTAMP '{cutoff.strftime('%Y-%m-%d %H:%M:%S')} UTC', retain_last => 1)"
+        ),
+        Sql(f"CALL eosink.system.remove_orphan_files(table => '{written.table}')"),
+    ]
+    maintain = MaintainAtCommit(steps, Path(catalog["uri"].removeprefix("sqlite:///")).parent)
+    rows = wide_batch(2)
+    parts = [rows.slice(0, 2), rows.slice(2)]
+    assert run(sink, 2, parts, plugins=(maintain,)).status == "committed"
+    compacted, _, _, expired, _ = (result.ok() for result in maintain.results)
+    assert compacted[0]["rewritten_data_files_count"] == 4  # batches 0 and 1, two files each
+    assert expired[0]["deleted_data_files_count"] == 4
+    foreign = [{**r, "id": r["id"] + 900} for r in wide_batch(0).to_pylist()]
+    written.rows += foreign + rows.to_pylist()
+    written.writes += [[r["id"] for r in foreign]] + [p.column("id").to_pylist() for p in parts]
+    assert run(sink, 1, [wide_batch(1)]).status == "skipped"  # the proof outlived its snapshot
+    append_batches(sink, written, range(3, 5))
+    return written
 
 
 #: :data:`TRANSFORMS` as Spark's DDL writes them.
@@ -599,8 +663,8 @@ def floats(predicate: Predicate) -> bool:
 
 
 KINDS = {**WIDE, "note": "string", "st": ""}
-NAMES = ["unpartitioned", "identity", "transforms", "complete", "shared", "upserted"]
-FILTERED = ["unpartitioned", "identity", "transforms", "shared"]
+NAMES = ["unpartitioned", "identity", "transforms", "complete", "shared", "upserted", "maintained"]
+FILTERED = ["unpartitioned", "identity", "transforms", "shared", "maintained"]
 
 
 # -- the tests -------------------------------------------------------------------------------
