@@ -9,8 +9,9 @@ filtered read must return exactly the rows of the whole read that the predicate 
 whatever file statistics and partition values the connector skips files by. The tables:
 partitioned by odd values with checkpoints (:mod:`test_readers`' table), every column type
 with the values where statistics go wrong (long strings, NaN and the infinities, decimals of
-scale 10, the first and last dates), complete mode, and the partitioned table after delta-rs'
-optimize, checkpoint and vacuum.
+scale 10, the first and last dates), complete mode, the partitioned table after delta-rs'
+optimize, checkpoint and vacuum, and a table Delta's connector maintains (``OPTIMIZE``, an
+append, ``VACUUM``) while a batch of eosink's is between its write and its commit.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from delta_helpers import DELTA_SESSION, DELTA_SPARK_VERSION, run
 from eosink_delta.sink import DeltaSink
 from test_readers import BATCHES, batch_rows, expected
 
+from eosink.plugin import SinkError, hookimpl
 from eosink.testing.reference_spark import Read, Sql, run_reference
 
 UTC = dt.timezone.utc
@@ -196,7 +198,60 @@ def tables(tmp_path_factory) -> dict[str, tuple[str, dict[str, str]]]:
         "wide": (wide, WIDE),
         "complete": (complete, WIDE),
         "maintained": (maintained, PARTITIONED),
+        "maintained-by-spark": (maintained_by_delta_spark(str(root / "by-spark")), WIDE),
     }
+
+
+class MaintainAtCommit:
+    """Runs statements in Delta's Spark connector once, while the driver's commit of a batch
+    has not begun (the batch's files written, not yet in the log)."""
+
+    def __init__(self, steps: list[Sql], conf: dict[str, str]) -> None:
+        self.steps, self.conf, self.results = steps, conf, None
+
+    @hookimpl(wrapper=True)
+    def commit(self):
+        if self.results is None:
+            self.results = run_reference(DELTA_SPARK_VERSION, ["delta"], self.steps, self.conf)
+        return (yield)
+
+
+#: The rows Delta's own writer appends to the table maintained by Delta's connector: batch 0's
+#: rows under other ids.
+FOREIGN_OFFSET = 900
+
+
+def maintained_by_delta_spark(path: str) -> str:
+    """A table Delta's connector maintains while a batch of eosink's is between its write and
+    its commit: ``OPTIMIZE``, an append by Delta's own writer, and ``VACUUM ... RETAIN 0 HOURS``
+    (retention check off, as a user cleaning up hard does), which deletes the batch's files,
+    not in the log yet. That batch fails with nothing committed and commits when run again;
+    the replay of an earlier batch is skipped; the next batches land (read below)."""
+    sink = DeltaSink(path=path)
+    for batch in range(2):
+        parts = [wide_batch(batch).slice(0, 3), wide_batch(batch).slice(3)]
+        assert run(sink, batch, parts).status == "committed"
+    table = f"delta.`{path}`"
+    columns = ", ".join(
+        f"id + {FOREIGN_OFFSET} AS id" if c == "id" else f"`{c}`"
+        for c in wide_batch(0).schema.names
+    )
+    steps = [
+        Sql(f"OPTIMIZE {table}"),
+        Sql(f"INSERT INTO {table} SELECT {columns} FROM {table} WHERE id < 10"),
+        Sql(f"VACUUM {table} RETAIN 0 HOURS"),
+    ]
+    conf = {**DELTA_SESSION, "spark.databricks.delta.retentionDurationCheck.enabled": "false"}
+    maintain = MaintainAtCommit(steps, conf)
+    with pytest.raises(SinkError, match="the executors wrote are gone"):
+        run(sink, 2, [wide_batch(2)], plugins=(maintain,))
+    for result in maintain.results:
+        result.ok()
+    assert run(sink, 2, [wide_batch(2)]).status == "committed"
+    assert run(sink, 1, [wide_batch(1)]).status == "skipped"
+    for batch in range(3, 5):
+        assert run(sink, batch, [wide_batch(batch)]).status == "committed"
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -266,6 +321,12 @@ def test_every_type_reads_whole(reads):
                 assert got[column] == value
 
 
+def test_a_table_maintained_by_delta_spark_holds_every_row_once(reads):
+    ids = sorted(r["id"] for r in reads["maintained-by-spark"]["rows"])
+    foreign = [r["id"] + FOREIGN_OFFSET for r in wide_batch(0).to_pylist()]
+    assert ids == sorted([r["id"] for b in range(5) for r in wide_batch(b).to_pylist()] + foreign)
+
+
 def test_complete_mode_holds_the_last_batch_only(reads):
     ids = sorted(r["id"] for r in reads["complete"]["rows"])
     assert ids == sorted(r["id"] for r in wide_batch(2).to_pylist())
@@ -282,7 +343,7 @@ def wrong_reads(reads: dict[str, Any], name: str, nan: bool) -> list[str]:
     return wrong
 
 
-@pytest.mark.parametrize("name", ["partitioned", "wide", "maintained"])
+@pytest.mark.parametrize("name", ["partitioned", "wide", "maintained", "maintained-by-spark"])
 def test_filtered_reads_return_the_rows_the_whole_read_passes(reads, name):
     wrong = wrong_reads(reads, name, nan=False)
     assert not wrong, "\n".join(wrong)
