@@ -108,6 +108,39 @@ def test_complete_mode_replaces_the_content_in_the_same_commit(path):
     assert run(sink, 1, [rows(1, 2)], mode="complete").status == "skipped"
 
 
+class CompactAtCommitChecked:
+    """delta-rs compacts the table inside the commit, after its checks (``commit:checked``):
+    the batch's snapshot names files that are gone by the time it is published."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.done = path, False
+
+    def act(self, point: str) -> None:
+        if point == "commit:checked" and not self.done:
+            self.done = True
+            DeltaTable(self.path).optimize.compact()
+
+
+def test_complete_mode_over_a_compaction_inside_its_commit_holds_the_batch_only(path):
+    """A compaction that lands between the complete commit's snapshot and its publication
+    rewrote the previous batch's rows into a file the snapshot does not name: the commit
+    must not leave that file beside the batch (readers would see both batches)."""
+    from eosink.crash import set_crash_handler
+
+    sink = DeltaSink(path=path)
+    run(sink, 0, [rows(0, 2), rows(0, 2).slice(1)], mode="complete")  # two files
+    compact = CompactAtCommitChecked(path)
+    set_crash_handler(compact.act)
+    try:
+        outcome = run(sink, 1, [rows(1, 3)], mode="complete")
+    finally:
+        set_crash_handler(None)
+    assert compact.done
+    if outcome.status != "committed":  # a conflict, nothing committed: the replay lands
+        assert run(sink, 1, [rows(1, 3)], mode="complete").status == "committed"
+    assert ids(path) == rows(1, 3).column("id").to_pylist()
+
+
 def test_partitioned_table_layout_and_values(path):
     day = pa.array(["2024-01-01", "2024-01-02", None, "a b/c%", "2024-01-01"])
     sink = DeltaSink(path=path, partition_by=["day"])

@@ -306,3 +306,14 @@ def test_seed_755465918_the_kit_draws_no_int64_a_truncation_cannot_hold() -> Non
     history.teardown()
     with pytest.raises(ConfigurationError, match="below what type long holds"):
         shrunk_755465918(kit, LEAST_TRUNCATABLE_INT64 - 1)
+
+
+class TestIcebergCompleteSimulation(TestIcebergSimulation):
+    """Spark's complete output mode: every batch replaces the table's rows (one catalog
+    commit deletes every file and appends the batch's), while pyiceberg appends, expires
+    snapshots, adds columns and changes the spec between any two steps and inside commits:
+    the judge expects the rows of the batch that landed last, and another program's rows
+    until a batch lands after them, never after."""
+
+    simulation_examples = 8
+    simulation_output_modes = ("complete",)

@@ -1,32 +1,38 @@
-"""Complete output mode: delta-rs replaces every current file with the batch's in one commit.
+"""Complete output mode: one commit of eosink's own log writer removes every live file and
+adds the batch's, with the ``txn`` and the proof (:mod:`eosink_delta.log_commit`).
 
-An append is eosink's own blind-append commit (:mod:`eosink_delta.log_commit`); ``complete``
-mode needs the table's file list, so it commits through delta-rs on a snapshot
-(:mod:`eosink_delta.snapshot`), with the ``txn`` and the proof (:mod:`eosink_delta.proof`) in
-that same commit. A concurrent commit of the same app id makes delta-rs fail ours with a
-conflict, read as "already committed"; when log cleanup removed the snapshot's own commit
-meanwhile, the commit is decided again on the table brought up to date.
+The commit replaces the table as the log holds it just before it: the live files come from
+the view (:mod:`eosink_delta.files`), and the commit is created at the next version with the
+check that no commit landed after that view touching the table's files. One did (another
+application's append, a compaction, a delete): the view moves past it and the files are
+listed again, so the batch never leaves a file beside it that it did not see (before, through
+delta-rs' overwrite, a compaction landing between the snapshot and the commit left the
+previous batch's rows, rewritten into a file the snapshot did not name, beside the batch).
+Delta's own conflict rules would let a concurrent blind append stand (its ``WriteSerializable``
+level); here it is removed with the rest: complete mode's table holds the query's result.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
-from eosink.plugin import AlreadyCommitted, BatchContext, Proof, SinkError, crash_point
+from eosink.plugin import BatchContext, Proof, SinkError, crash_point
 from eosink.logs import get_logger
-from eosink_delta.proof import ATTEMPT_KEY, PROOF_KEY, last_version
-from eosink_delta.schema import check_schema, delta_fields, fields_of
-from eosink_delta.snapshot import latest
+from eosink_delta import files as file_index
+from eosink_delta import log_commit
+from eosink_delta.log_view import LogView, check_txn, table_gone, viewed
 from eosink_delta.store import existence
-from eosink_delta.log_view import LogView, table_gone
-from eosink_delta.table import check_table_features, post_commit_hooks
-from eosink_delta.writer_features import check_blind_append
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from eosink_delta.sink import DeltaState
 
 log = get_logger("eosink.delta")
+
+#: How often a complete-mode commit is listed again after other commits changed the table's
+#: files before it landed.
+MAX_PLANS = 8
 
 
 def commit_complete(
@@ -36,129 +42,63 @@ def commit_complete(
     state: DeltaState,
     files: list[Any],
     proof: Proof,
+    check_compatible: Callable[[BatchContext, LogView, DeltaState], None],
 ) -> None:
-    """``complete`` mode: delta-rs removes every current file and adds the batch's in one
-    commit (it needs the table's file list, which a blind append does not)."""
-    from deltalake.exceptions import CommitFailedError, DeltaError
-
-    # Fresh; not probed again if this process's is_committed of this batch did it: delta-rs
-    # checks our commit against every commit after the snapshot (another attempt of this
-    # writer is a conflict, read as "already committed" below).
-    with latest(uri, storage, reuse=(ctx.writer_id, ctx.batch_id)) as table:
-        try:
-            _commit_on(uri, storage, table, ctx, state, files, proof)
-        except CommitFailedError as exc:
-            _lost(uri, storage, ctx, exc)
-        except DeltaError as exc:
-            if _log_holds(uri, storage, table):
-                raise
-            # delta-rs checks our commit against the commits after the snapshot, but a
-            # checkpoint and log cleanup removed the snapshot's own commit meanwhile (a
-            # driver that stalled, a short delta.logRetentionDuration): it cannot, and fails
-            # whatever happened since. Decide again on the table brought up to date.
-            log.info("delta.snapshot_outdated", table=uri, reason=str(exc))
-            with latest(uri, storage) as fresh:
-                try:
-                    _commit_on(uri, storage, fresh, ctx, state, files, proof)
-                except CommitFailedError as lost:
-                    _lost(uri, storage, ctx, lost)
-
-
-def _commit_on(
-    uri: str,
-    storage: dict[str, Any],
-    table: Any,
-    ctx: BatchContext,
-    state: DeltaState,
-    files: list[Any],
-    proof: Proof,
-) -> None:
-    """Check the batch against the snapshot ``table``, then commit it on that snapshot:
-    the files' add actions, the txn and the proof in one Delta commit."""
-    from deltalake.transaction import AddAction, CommitProperties, Transaction
-
-    if table is None:
-        raise table_gone(ctx, uri)
-    last = last_version(table, ctx.writer_id)
-    if last is not None and last >= ctx.batch_id:
-        raise AlreadyCommitted(f"{ctx.label}: the table's txn of this writer is at {last}")
-    _check_still_compatible(uri, table, state)
-    check_files_exist(uri, storage, ctx, files)
-    crash_point("commit:checked")
-    actions = [
-        AddAction(f.path, f.size, f.partition_values, f.modification_time, True, f.stats)
-        for f in files
-    ]
-    properties = CommitProperties(
-        # last_updated: Delta's Spark connector keeps a txn without one for no time at all once
-        # a table sets a txn retention (see eosink_delta.proof).
-        app_transactions=[Transaction(ctx.writer_id, ctx.batch_id, int(time.time() * 1000))],
-        custom_metadata={PROOF_KEY: proof.to_json(), ATTEMPT_KEY: state.attempt},
-    )
-    table.create_write_transaction(
-        actions,
-        "overwrite" if ctx.mode == "complete" else "append",
-        table.schema(),
-        partition_by=list(state.partition_by),
-        commit_properties=properties,
-        post_commithook_properties=post_commit_hooks(table),
-    )
-
-
-def _log_holds(uri: str, storage: dict[str, Any], table: Any) -> bool:
-    """Whether the table's log still holds the commit of ``table``'s version."""
-    return existence(uri, storage)([f"_delta_log/{table.version():020d}.json"])[0]
-
-
-def _lost(uri: str, storage: dict[str, Any], ctx: BatchContext, exc: Exception) -> None:
-    """Our commit lost a race: to another attempt of this batch, or to another writer."""
-    with latest(uri, storage) as fresh:
-        now = last_version(fresh, ctx.writer_id) if fresh is not None else None
-    if now is not None and now >= ctx.batch_id:
-        raise AlreadyCommitted(
-            f"{ctx.label}: a concurrent commit of this writer won ({exc})"
-        ) from None
+    """``complete`` mode: remove every live file and add the batch's, in one commit.
+    ``check_compatible``: the sink's check that the batch still fits the table (its
+    features, partitioning and schema), run on the view and on every newer metadata."""
+    with viewed(uri, storage, reuse=(ctx.writer_id, ctx.batch_id)) as seen:
+        view = seen.view
+        if view is None:
+            raise table_gone(ctx, uri)
+        check_txn(ctx, view)
+        check_compatible(ctx, view, state)
+        check_files_exist(uri, storage, ctx, files)
+        crash_point("commit:checked")
+        for _ in range(MAX_PLANS):
+            index = file_index.files_at(seen.log, view)
+            commit = log_commit.actions(
+                ctx,
+                files,
+                proof,
+                state.attempt,
+                index.version,
+                removes=list(index.files.values()),
+                overwrite=True,
+            )
+            try:
+                version = log_commit.publish(
+                    seen.log,
+                    view,
+                    ctx,
+                    commit,
+                    state.attempt,
+                    revalidate=lambda newer: check_compatible(ctx, newer, state),
+                    conflicts=_files_changed,
+                )
+            except log_commit.Conflict as exc:
+                log.info("delta.complete_replanned", table=uri, reason=str(exc))
+                continue
+            file_index.applied(seen.log, version, commit)
+            log_commit.after_commit(uri, storage, view, version)
+            return
     raise SinkError(
-        f"{ctx.label}: the Delta commit failed on a conflict with another writer "
-        f"({exc}); nothing of this batch is in the table. Restart the query (or rerun "
-        "the job with the same version): the batch is written again."
-    ) from exc
-
-
-def view_of(table: Any) -> LogView:
-    """The delta-rs snapshot ``table`` as a :class:`LogView` (for the feature checks)."""
-    protocol = table.protocol()
-    return LogView(
-        version=table.version(),
-        metadata={
-            "schemaString": table.schema().to_json(),
-            "configuration": dict(table.metadata().configuration or {}),
-            "partitionColumns": list(table.metadata().partition_columns),
-        },
-        protocol={
-            "minReaderVersion": protocol.min_reader_version,
-            "minWriterVersion": protocol.min_writer_version,
-            "readerFeatures": protocol.reader_features,
-            "writerFeatures": protocol.writer_features,
-        },
+        f"{ctx.label}: the complete-mode commit into {uri} met other writers' commits "
+        f"{MAX_PLANS} times in a row; nothing of this batch was committed. Restart the query "
+        "(it writes the batch again)."
     )
 
 
-def _check_still_compatible(uri: str, table: Any, state: DeltaState) -> None:
-    """The batch still fits the snapshot it is committed on: the table's features (another
-    writer may have added an invariant or a generated column since init) and its schema."""
-    view = view_of(table)
-    check_table_features(uri, view.configuration, engine="delta-rs", mode="complete")
-    check_blind_append(uri, view)
-    current = delta_fields(table.schema())
-    if current == fields_of(state.table_schema):
-        return
-    check_schema(
-        current,
-        state.plan.data_schema,
-        where=uri,
-        merge_schema=False,
-    )
+def _files_changed(newer: list[tuple[int, list[dict[str, Any]]]]) -> str | None:
+    """Why commits after the view make the planned replacement wrong: they added or removed
+    files (the replacement must remove what is live when it lands), or changed the schema."""
+    for version, actions in newer:
+        for action in actions:
+            if "add" in action or "remove" in action:
+                return f"commit {version} changed the table's files"
+            if "metaData" in action or "protocol" in action:
+                return f"commit {version} changed the table's schema or protocol"
+    return None
 
 
 def check_files_exist(

@@ -55,17 +55,23 @@ def actions(
     *,
     removes: Sequence[Any] = (),
     merge: dict[str, str] | None = None,
+    overwrite: bool = False,
 ) -> list[dict[str, Any]]:
     """The commit's actions: ``commitInfo`` (with the proof), ``txn``, one ``remove`` per
     file of ``removes`` (:class:`eosink_delta.files.TableFile`), one ``add`` per file.
-    ``merge``: the operation parameters of an upsert (a MERGE, not a blind append)."""
+    ``merge``: the operation parameters of an upsert (a MERGE, not a blind append);
+    ``overwrite``: complete mode's (a WRITE replacing the table)."""
     now = int(time.time() * 1000)
+    if merge is not None:
+        operation, parameters = "MERGE", merge
+    else:
+        operation, parameters = "WRITE", {"mode": "Overwrite" if overwrite else "Append"}
     info = {
         "timestamp": now,
-        "operation": "WRITE" if merge is None else "MERGE",
-        "operationParameters": {"mode": "Append"} if merge is None else merge,
+        "operation": operation,
+        "operationParameters": parameters,
         "readVersion": read_version,
-        "isBlindAppend": merge is None,
+        "isBlindAppend": merge is None and not overwrite,
         "engineInfo": ENGINE_INFO,
         PROOF_KEY: proof.to_json(),
         ATTEMPT_KEY: attempt,

@@ -272,7 +272,9 @@ class DeltaSink(DeltaOperatorHooks, Sink):
         elif ctx.mode != "complete":
             self._append(ctx, state, files, proof)
         else:
-            commit_complete(self.uri, self.storage, ctx, state, files, proof)
+            commit_complete(
+                self.uri, self.storage, ctx, state, files, proof, self._check_view_compatible
+            )
         crash_point("commit:committed")
         log.debug(
             "delta.committed",

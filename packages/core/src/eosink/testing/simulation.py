@@ -39,7 +39,8 @@ row id equal to one row of each batch (another program may partition or bound by
 Kits whose ``simulation_output_modes`` hold ``"complete"`` draw each history's output mode:
 in a complete-mode history every batch replaces every row before it, so readers must see the
 rows of one batch, whole, the last to land (the last commit seen to land, or an attempt in
-doubt after it), and never a batch older than one its writer committed before it.
+doubt after it), and never a batch older than one its writer committed before it; rows a
+foreign step appended, whole, until a batch of the stream lands after them, and never after.
 
 A keyed sink (``simulation_upsert_key``, :mod:`eosink.testing.simulation_keyed`) is judged
 by what a replace-by-key table holds: per key, the row of the latest visible batch that
@@ -167,9 +168,9 @@ class SinkSimulation:
     #: The output modes a history draws for all its writers (Spark's ``outputMode``): with
     #: ``"complete"`` among them, a history may write complete-mode batches, each replacing
     #: every row before it; the judge then expects the rows of the batch that landed last
-    #: (:meth:`~eosink.testing.simulation_judge.HistoryJudge.check_complete_rows`). Append
-    #: only by default: another draw changes every derandomized history of a kit. Not yet for
-    #: kits whose foreign steps append rows: the judge does not place them among the landings.
+    #: (:meth:`~eosink.testing.simulation_judge.HistoryJudge.check_complete_rows`), and rows
+    #: foreign steps appended until a batch lands after them. Append only by default: another
+    #: draw changes every derandomized history of a kit.
     simulation_output_modes: Sequence[str] = ("append",)
 
     #: The store's retention in seconds, where expiry or log cleanup may take what a slow

@@ -128,6 +128,8 @@ class ForeignHands:
     zombies: list[Attempt]
     data: dict[tuple[int, int], list[list[pa.RecordBatch]]]
     status: dict[tuple[int, int], str]
+    #: every commit seen to land (or in doubt), in order: foreign appends among them
+    landings: list[tuple[tuple[int, int], bool]]
     damaged: bool
     stats: Counter[str]
     _in: Callable[[str, Callable[[], Any]], Any]
@@ -206,6 +208,10 @@ class ForeignHands:
             batches = table.to_batches() if isinstance(table, pa.Table) else [table]
             self.data[(FOREIGN_WRITER, batch)] = [batches]
             self.status[(FOREIGN_WRITER, batch)] = "committed"
+            # True: landed before every commit recorded after it; False (inside a commit):
+            # before or after the commit around it, as the sink's point was before or after
+            # its publication
+            self.landings.append(((FOREIGN_WRITER, batch), not inside_commit))
             self.stats["foreign_rows"] += table.num_rows
         return outcome
 

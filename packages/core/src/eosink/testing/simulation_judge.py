@@ -17,6 +17,7 @@ from eosink.model import BatchContext
 from eosink.process import simulated_process
 from eosink.registry import plugin_manager
 from eosink.testing.arrow_data import as_float32, comparable
+from eosink.testing.simulation_foreign import FOREIGN_WRITER
 from eosink.testing.simulation_keyed import keyed_mismatch
 from eosink.testing.simulation_model import Predicate, batch_of
 
@@ -170,19 +171,26 @@ class HistoryJudge:
         """Complete mode: each batch replaces every row before it, so readers see the rows of
         one batch, whole: the last to land (the last commit seen to land, or an attempt in
         doubt after it, which may have landed later), and never a batch older than one its
-        writer committed after it (a zombie's stale result over a newer one)."""
+        writer committed after it (a zombie's stale result over a newer one). Rows another
+        program appended are seen whole until a batch of the stream lands after them, and
+        never after that (:meth:`check_foreign_rows_under_complete`)."""
         held = self._held()
+        self.check_foreign_rows_under_complete(
+            {k: v for k, v in held.items() if k[0] == FOREIGN_WRITER}
+        )
+        held = {k: v for k, v in held.items() if k[0] != FOREIGN_WRITER}
         assert len(held) <= 1, (
             f"complete mode: readers see rows of {len(held)} batches ({sorted(held)}); "
             "each complete-mode batch replaces every row before it"
         )
+        landings = self._own_landings()
         candidates = self._last_landed()
         if not held:
-            nothing_landed = not any(sure for _, sure in self.landings)
+            nothing_landed = not any(sure for _, sure in landings)
             assert nothing_landed or any(not self._expected(*k) for k in candidates), (
                 f"complete mode: readers see no rows; the last batch to land was one of "
                 f"{sorted(candidates)}, which wrote rows (landings, True where seen: "
-                f"{self.landings[-8:]})"
+                f"{landings[-8:]})"
             )
             return
         ((key, got),) = held.items()
@@ -196,18 +204,53 @@ class HistoryJudge:
             f"complete mode: readers see batch {key}; the last to land was one of "
             f"{sorted(candidates)}"
         )
-        newer = [b for (w, b), sure in self.landings if sure and w == key[0] and b > key[1]]
+        newer = [b for (w, b), sure in landings if sure and w == key[0] and b > key[1]]
         assert not newer, (
             f"complete mode: readers see batch {key[1]} of writer {key[0]} over its batch "
             f"{max(newer)}, committed before it: a stale result replaced a newer one"
         )
 
+    def check_foreign_rows_under_complete(
+        self, held: dict[tuple[int, int], Counter[tuple[Any, ...]]]
+    ) -> None:
+        """A foreign append is seen whole while no batch of the stream landed after it, and
+        not at all once one did (a batch in doubt after it: whole or not at all). One made
+        inside a commit may have landed before or after that commit's publication: that
+        commit counts as one in doubt."""
+        held = dict(held)
+        for i, (key, before) in enumerate(self.landings):
+            if key[0] != FOREIGN_WRITER:
+                continue
+            got, expected = held.pop(key, Counter()), self._expected(*key)
+            after = [sure for (w, _), sure in self.landings[i + 1 :] if w != FOREIGN_WRITER]
+            if not before:  # appended inside a commit: the commit around it may precede it
+                after = [False, *after[1:]] if after else []
+            if any(after):
+                assert not got, (
+                    f"complete mode: readers see {sum(got.values())} rows another program "
+                    f"appended (foreign batch {key[1]}) before a batch of the stream landed, "
+                    "which replaces every row before it"
+                )
+            elif not after or got:
+                assert got == expected, (
+                    f"complete mode: readers see {sum(got.values())} of the "
+                    f"{sum(expected.values())} rows another program appended (foreign batch "
+                    f"{key[1]}) after the last batch of the stream landed"
+                )
+        assert not held, f"readers see foreign rows never appended: {sorted(held)}"
+
+    def _own_landings(self) -> list[tuple[tuple[int, int], bool]]:
+        """The stream's commits among the landings (foreign appends left out)."""
+        return [(key, sure) for key, sure in self.landings if key[0] != FOREIGN_WRITER]
+
     def _last_landed(self) -> set[tuple[int, int]]:
-        """The batches that may have landed last: the last commit seen to land and every
-        attempt in doubt after it (every attempt in doubt if none was seen to land)."""
-        sure = [i for i, (_, landed) in enumerate(self.landings) if landed]
+        """The batches of the stream that may have landed last: the last commit seen to land
+        and every attempt in doubt after it (every attempt in doubt if none was seen to
+        land)."""
+        landings = self._own_landings()
+        sure = [i for i, (_, landed) in enumerate(landings) if landed]
         start = sure[-1] if sure else 0
-        return {key for key, _ in self.landings[start:]}
+        return {key for key, _ in landings[start:]}
 
     def check_keyed_rows(self) -> None:
         """A keyed target holds, per key, the row of the latest visible batch that carried it
