@@ -12,7 +12,8 @@ another program's action when a chosen statement arrives, before it reaches the 
 
 * ``error`` / ``short_write``: the connection is cut and the request never reaches the server;
 * ``lost_reply``: the request goes to the server, which carries it out (a COMMIT commits); the
-  connection is cut when its answer comes back, before the client reads it.
+  connection is cut when its answer comes back, before the client reads it (a COPY's answer
+  is the server's go-ahead for its data: the server then gives up the copy).
 
 It implements the simulation's :class:`~eosink.testing.faultfs.FaultTarget`, so the kit's
 generated histories arm faults in it as they do in the in-memory object store.
@@ -35,6 +36,9 @@ from eosink.testing.faultfs import ArmedFaults, StoreFault
 HOST = "127.0.0.1"
 SSL_REQUEST, GSS_REQUEST = 80877103, 80877104
 BOUNDARIES = {b"Q", b"S", b"c", b"f"}
+#: The server's answer to a COPY statement (CopyInResponse, CopyOutResponse, CopyBothResponse):
+#: the server then waits for the copy's data, and no ReadyForQuery comes until the copy ends.
+COPY_ANSWERS = {b"G", b"H", b"W"}
 
 
 @attrs.define
@@ -84,6 +88,11 @@ class Connection:
         self.proxy = proxy
         self.client = client
         self.server = socket.create_connection(proxy.upstream)
+        # Each message goes on as it comes (a reply is several: rows, CommandComplete,
+        # ReadyForQuery): with Nagle's algorithm the second waits for the client's delayed
+        # ACK, ~40 ms a statement, which libpq (TCP_NODELAY) never waits for on its own.
+        for sock in (self.client, self.server):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.lose_until: set[bytes] = set()
         self.closed = threading.Event()
         self.parsed = ""  # the statement of the last Parse message
@@ -133,7 +142,8 @@ class Connection:
                 if fault is not None and fault.kind in ("error", "short_write"):
                     break  # cut: the request never reaches the server
                 if fault is not None:  # lost_reply: carried out, its answer lost
-                    self.lose_until = {b"Z"} if kind in (b"Q", b"S") else {b"C", b"E"}
+                    query = kind in (b"Q", b"S")
+                    self.lose_until = {b"Z", *COPY_ANSWERS} if query else {b"C", b"E"}
                 self.server.sendall(b"".join(pending))
                 pending = []
         except (OSError, ConnectionError, ValueError):

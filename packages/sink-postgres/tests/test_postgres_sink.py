@@ -123,6 +123,36 @@ def test_commit_cut_before_it_reached_the_server(database):
         assert staging_tables(database) == []
 
 
+def test_lost_answer_to_a_copy_cuts_the_connection(database):
+    """The proxy's lost reply of a COPY: the server's go-ahead for the data never reaches the
+    task, the connection is cut and the server gives up the copy; the batch fails clearly
+    (the generated histories draw this fault, and a proxy that waited for a ReadyForQuery
+    there would hang the history for ever) and its replay commits it once."""
+    with FaultProxy(database) as proxy:
+        run(PostgresSink(url=proxy.url, table="events"), 0, batch_rows(0))
+        proxy.arm(StoreFault("lost_reply", ops=("put",), path="^COPY"))
+        failed: list[Exception] = []
+
+        def batch() -> None:
+            try:
+                run(PostgresSink(url=proxy.url, table="events"), 1, batch_rows(1))
+            except SinkError as exc:
+                failed.append(exc)
+
+        task = threading.Thread(target=batch, daemon=True)
+        task.start()
+        task.join(60)
+        assert not task.is_alive(), "the batch waits for the answer of its COPY for ever"
+        assert [(f.kind, f.key.split(" ", 1)[0]) for f in proxy.fired] == [("lost_reply", "COPY")]
+        assert len(failed) == 1
+        assert ids(read_table(database, "events")) == expected_ids([batch_rows(0)])
+        assert (
+            run(PostgresSink(url=proxy.url, table="events"), 1, batch_rows(1)).status == "committed"
+        )
+        assert ids(read_table(database, "events")) == expected_ids([batch_rows(0), batch_rows(1)])
+        assert staging_tables(database) == []
+
+
 def test_server_restart_between_batches():
     """The server restarts between two batches: the same sink instance (a foreachBatch
     query's) and a new one both go on; nothing is lost or written twice."""

@@ -4,7 +4,9 @@ A connection costs more than the statements of a small batch (a SCRAM exchange, 
 network). On the driver a batch's ``is_committed``, ``init`` and ``commit`` run one after
 another; on an executor, Spark's Python worker runs task after task, each with the sink
 unpickled anew. So the process keeps one idle connection per connection string, whoever
-opened it, and hands it to the next hook that asks for the same one.
+opened it, and hands it to the next hook that asks for the same one. It is the process's state
+(:func:`eosink.process.process_state`): the kit's simulated processes each keep their own, and
+a simulated restart drops them.
 
 A kept connection is handed out only if it is usable (not closed or broken, nothing sent by
 the server while it was idle: a restart or a terminated backend announces itself) and only in
@@ -21,24 +23,28 @@ from typing import Any
 
 import psycopg
 
+from eosink.process import process_state
+
 _lock = threading.Lock()
-_kept: dict[str, psycopg.Connection[Any]] = {}
-_owner = os.getpid()
 #: A forked child's inherited connections: held, never used, so that collecting them does
 #: not warn of open connections (their sockets stay the parent's).
 _inherited: list[psycopg.Connection[Any]] = []
 
 
+def _kept() -> dict[str, tuple[int, psycopg.Connection[Any]]]:
+    """This process's kept connections by connection string, with the pid that opened each
+    (a process of the kit's simulation has its own: :mod:`eosink.process`)."""
+    return process_state("eosink_postgres.idle")
+
+
 def take(conninfo: str) -> psycopg.Connection[Any] | None:
     """The kept connection for ``conninfo`` if there is a usable one (it is then no longer
     kept: one user at a time), else None."""
-    global _owner
     with _lock:
-        if _owner != os.getpid():  # a forked child: the parent's connections are not its own
-            _inherited.extend(_kept.values())
-            _kept.clear()
-            _owner = os.getpid()
-        conn = _kept.pop(conninfo, None)
+        pid, conn = _kept().pop(conninfo, (None, None))
+        if conn is not None and pid != os.getpid():  # a forked child: the parent's
+            _inherited.append(conn)
+            return None
     if conn is not None and stale(conn):
         conn.close()
         return None
@@ -46,8 +52,8 @@ def take(conninfo: str) -> psycopg.Connection[Any] | None:
 
 
 def give(conninfo: str, conn: psycopg.Connection[Any]) -> None:
-    """Keep ``conn`` for the next ``take`` of ``conninfo`` if it is healthy, outside a
-    transaction and of this process; close it otherwise (or if one is kept already)."""
+    """Keep ``conn`` for the next ``take`` of ``conninfo`` if it is healthy and outside a
+    transaction; close it otherwise (or if one is kept already)."""
     idle = psycopg.pq.TransactionStatus.IDLE
     if conn.closed:
         return
@@ -55,8 +61,9 @@ def give(conninfo: str, conn: psycopg.Connection[Any]) -> None:
         conn.close()
         return
     with _lock:
-        if _owner == os.getpid() and conninfo not in _kept:
-            _kept[conninfo] = conn
+        kept = _kept()
+        if conninfo not in kept:
+            kept[conninfo] = (os.getpid(), conn)
             return
     conn.close()
 
