@@ -29,7 +29,8 @@ from delta_helpers import DELTA_SESSION, DELTA_SPARK_VERSION, run
 from eosink_delta.sink import DeltaSink
 from test_readers import BATCHES, batch_rows, expected
 
-from eosink.plugin import SinkError, hookimpl
+from eosink.plugin import SinkError
+from eosink.testing.faults import BeforeCommit
 from eosink.testing.reference_spark import Read, Sql, run_reference
 
 UTC = dt.timezone.utc
@@ -202,20 +203,6 @@ def tables(tmp_path_factory) -> dict[str, tuple[str, dict[str, str]]]:
     }
 
 
-class MaintainAtCommit:
-    """Runs statements in Delta's Spark connector once, while the driver's commit of a batch
-    has not begun (the batch's files written, not yet in the log)."""
-
-    def __init__(self, steps: list[Sql], conf: dict[str, str]) -> None:
-        self.steps, self.conf, self.results = steps, conf, None
-
-    @hookimpl(wrapper=True)
-    def commit(self):
-        if self.results is None:
-            self.results = run_reference(DELTA_SPARK_VERSION, ["delta"], self.steps, self.conf)
-        return (yield)
-
-
 #: The rows Delta's own writer appends to the table maintained by Delta's connector: batch 0's
 #: rows under other ids.
 FOREIGN_OFFSET = 900
@@ -242,10 +229,14 @@ def maintained_by_delta_spark(path: str) -> str:
         Sql(f"VACUUM {table} RETAIN 0 HOURS"),
     ]
     conf = {**DELTA_SESSION, "spark.databricks.delta.retentionDurationCheck.enabled": "false"}
-    maintain = MaintainAtCommit(steps, conf)
+    results: list[Any] = []
+    maintain = BeforeCommit(
+        lambda: results.extend(run_reference(DELTA_SPARK_VERSION, ["delta"], steps, conf))
+    )
     with pytest.raises(SinkError, match="the executors wrote are gone"):
         run(sink, 2, [wide_batch(2)], plugins=(maintain,))
-    for result in maintain.results:
+    assert len(results) == len(steps)
+    for result in results:
         result.ok()
     assert run(sink, 2, [wide_batch(2)]).status == "committed"
     assert run(sink, 1, [wide_batch(1)]).status == "skipped"

@@ -42,8 +42,8 @@ import pytest
 from eosink_iceberg.sink import IcebergSink
 from iceberg_helpers import catalog_properties, duckdb_connection, load, make_namespace, run
 
-from eosink.plugin import hookimpl
 from eosink.testing.arrow_data import WIDE_STRINGS
+from eosink.testing.faults import BeforeCommit
 from eosink.testing.reference_spark import Sql, run_reference
 from eosink.testing.reference_spark_main import plain
 
@@ -461,22 +461,6 @@ def tables(catalog) -> dict[str, Written]:
     return out
 
 
-class MaintainAtCommit:
-    """Runs Iceberg's maintenance procedures in its Spark runtime once, while the driver's
-    commit of a batch has not begun (the batch's files written, not yet in the table)."""
-
-    def __init__(self, steps: list[Sql], folder: Path) -> None:
-        self.steps, self.folder, self.results = steps, folder, None
-
-    @hookimpl(wrapper=True)
-    def commit(self):
-        if self.results is None:
-            self.results = run_reference(
-                ICEBERG_SPARK_VERSION, ["iceberg"], self.steps, conf=session(self.folder)
-            )
-        return (yield)
-
-
 def maintained_by_icebergs_procedures(catalog: dict[str, str]) -> Written:
     """A table maintained as Iceberg's docs say, by its own Spark procedures, while a batch of
     eosink's is between its write and its commit: the table's files compacted
@@ -507,11 +491,15 @@ def maintained_by_icebergs_procedures(catalog: dict[str, str]) -> Written:
         ),
         Sql(f"CALL eosink.system.remove_orphan_files(table => '{written.table}')"),
     ]
-    maintain = MaintainAtCommit(steps, Path(catalog["uri"].removeprefix("sqlite:///")).parent)
+    conf = session(Path(catalog["uri"].removeprefix("sqlite:///")).parent)
+    results: list[Any] = []
+    maintain = BeforeCommit(
+        lambda: results.extend(run_reference(ICEBERG_SPARK_VERSION, ["iceberg"], steps, conf))
+    )
     rows = wide_batch(2)
     parts = [rows.slice(0, 2), rows.slice(2)]
     assert run(sink, 2, parts, plugins=(maintain,)).status == "committed"
-    compacted, _, _, expired, _ = (result.ok() for result in maintain.results)
+    compacted, _, _, expired, _ = (result.ok() for result in results)
     assert compacted[0]["rewritten_data_files_count"] == 4  # batches 0 and 1, two files each
     assert expired[0]["deleted_data_files_count"] == 4
     foreign = [{**r, "id": r["id"] + 900} for r in wide_batch(0).to_pylist()]

@@ -24,19 +24,8 @@ from iceberg_helpers import (
 )
 
 from eosink.crash import set_crash_handler
-from eosink.plugin import SinkError, hookimpl
-
-
-class BeforeCommit:
-    """Another program's action, run after the batch's files are written, before its commit."""
-
-    def __init__(self, action: Callable[[], Any]) -> None:
-        self.action = action
-
-    @hookimpl(wrapper=True)
-    def commit(self):
-        self.action()
-        return (yield)
+from eosink.plugin import SinkError
+from eosink.testing.faults import BeforeCommit
 
 
 def batch(batch_id: int) -> pa.RecordBatch:

@@ -129,6 +129,19 @@ class FaultPlugin:
             raise InjectedCrash(f"inside commit at {name}")
 
 
+@attrs.frozen
+class BeforeCommit:
+    """Runs ``action()`` on the driver after the batch's tasks wrote and before the sink's
+    ``commit`` begins: another program acting on the target while the batch waits."""
+
+    action: Callable[[], Any]
+
+    @hookimpl(wrapper=True)
+    def commit(self) -> Generator[None, Any, Any]:
+        self.action()
+        return (yield)
+
+
 @attrs.define
 class CrashPointRecorder:
     """Records the crash points a sink's ``commit`` passes (to crash at each in turn)."""
