@@ -15,7 +15,7 @@ from eosink_files.sink import FilesSink
 from files_helpers import rows, run
 from spark_manifest_oracle import read_committed
 
-from eosink.plugin import BatchContext
+from eosink.plugin import BatchContext, ConfigurationError
 from eosink.process import forget_process, simulated_process
 from eosink.protocol import WriteTask, driver_plugins, finish, prepare
 from eosink.registry import plugin_manager
@@ -119,6 +119,31 @@ def test_complete_mode_racing_an_append_for_one_id_keeps_the_append_proof(tmp_pa
     proof = proof_in_fresh_process(sink, "a", 4)
     assert proof is not None and proof.batch_id == 4
     assert spark_ids(out) == sorted(batch_ids(0, "b"))  # complete mode: only b's rows
+
+
+@pytest.mark.parametrize(
+    ("option", "mine", "theirs"),
+    [("format", "parquet", "json"), ("partition_by", [], ["name"])],
+)
+def test_a_writer_of_another_layout_committing_during_a_batch_makes_its_commit_refused(
+    tmp_path, option, mine, theirs
+):
+    """Found by the kit's histories (a batch overtaken by another writer's commits): writer a
+    (Parquet, say) passes init on an empty folder and writes its batch; meanwhile writer b
+    (JSON) commits its first batch. a's commit must be refused, naming the folder's format,
+    as its init would have been: published, its files would sit in the log beside b's, and
+    Spark's reader (one format, one layout a folder) fails or drops one writer's rows."""
+    out = str(tmp_path / "out")
+    a = HalfBatch("A", FilesSink(path=out, **{option: mine}), "a", 0)
+    with simulated_process("B"):
+        sink = FilesSink(path=out, **{option: theirs})
+        assert run(sink, 0, writer="b", query="q-b").status == "committed"
+    with pytest.raises(ConfigurationError, match="Spark's reader cannot mix|in one format"):
+        a.finish()
+    partition_by = theirs if option == "partition_by" else []
+    table, _ = read_committed(out, SCHEMA, partition_by, format=None)  # format: the files'
+    assert sorted(table.column("id").to_pylist()) == sorted(batch_ids(0))  # b's rows only
+    assert proof_in_fresh_process(FilesSink(path=out, **{option: theirs}), "a", 0) is None
 
 
 # -- a late abort (finding 17) ---------------------------------------------------------------

@@ -4,15 +4,25 @@ eosink's own log files carry the layout in their proofs, but a folder Spark's ow
 wrote has no proofs: only the paths of its files say how Spark's reader must read it. A batch
 in another format or partition layout would be committed and silently dropped by that reader
 (it reads a folder in one format, under one set of Hive folders), so the sink compares its
-options with those paths too.
+options with those paths too: at ``init``, and again at each commit round on the log as it
+stands then (another writer's commit may land while a batch is written).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import attrs
+
+from eosink.plugin import ConfigurationError
+from eosink_files.log import LOG_DIR
+
+if TYPE_CHECKING:
+    from eosink_files.options import FilesOptions
+    from eosink_files.proof import ProofEntry
 
 #: The words of a data file's name that give its format (``part-…c000.snappy.parquet``,
 #: ``….json.gz``); Spark's text, ORC and Avro writers are listed to be refused by name.
@@ -59,3 +69,48 @@ def first_file_path(lines: bytes) -> str | None:
             if isinstance(path, str):
                 return path
     return None
+
+
+def check_layout(
+    opts: FilesOptions,
+    proofs: Sequence[ProofEntry],
+    foreign: Sequence[tuple[str, str]],
+    relpath_of: Callable[[str], str | None],
+) -> None:
+    """Refuse a batch whose format or partitioning differs from the folder's: the latest
+    eosink proof's, or the paths another program (Spark's own file sink) listed in the log
+    (``foreign``: ``(log file name, data file URI)``). Spark's reader reads a folder in one
+    format and one layout, and would silently drop one of the two."""
+    if proofs:
+        last = max(proofs, key=lambda p: p.log_id)
+        if last.format and last.format != opts.format:
+            raise ConfigurationError(
+                f"sink 'files': the folder holds {last.format} files but this sink writes "
+                f"{opts.format}; Spark reads a folder in one format. Set format="
+                f"{last.format!r} or write to another folder."
+            )
+        if tuple(last.partition_by) != tuple(opts.partition_by):
+            raise ConfigurationError(
+                f"sink 'files': the folder is partitioned by {list(last.partition_by)} but "
+                f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
+                "mix layouts. Use the folder's partitionBy or write to another folder."
+            )
+    for name, uri in foreign:
+        relpath = relpath_of(uri)
+        if relpath is None:
+            continue
+        layout = layout_of(relpath)
+        where = f"{LOG_DIR}/{name} (written by another program, e.g. Spark's file sink)"
+        if layout.format is not None and layout.format != opts.format:
+            raise ConfigurationError(
+                f"sink 'files': {where} lists {layout.format} files ({relpath!r}) but this "
+                f"sink writes {opts.format}; Spark reads a folder in one format. Set format="
+                f"{layout.format!r} or write to another folder."
+            )
+        if layout.partition_by is not None and layout.partition_by != opts.partition_by:
+            raise ConfigurationError(
+                f"sink 'files': {where} lists files partitioned by "
+                f"{list(layout.partition_by)} ({relpath!r}) but this sink partitions by "
+                f"{list(opts.partition_by)}; Spark's reader cannot mix layouts. Use the "
+                "folder's partitionBy or write to another folder."
+            )

@@ -42,6 +42,7 @@ from eosink_files.log import (
     plan_is_valid,
     render,
 )
+from eosink_files.layout import check_layout
 from eosink_files.log_view import LogView
 from eosink_files.options import FilesOptions
 from eosink_files.proof import ProofEntry, closing_line, latest_proofs, proof_of
@@ -294,6 +295,9 @@ class ManifestCommit:
                 f"{ctx.label}: the log already holds batch {done.proof.batch_id} of this "
                 f"writer (entry {done.log_id})"
             )
+        # the checks init made, on the log as it stands now: a writer of another format or
+        # partitioning may have committed while this batch was written
+        check_layout(opts, proofs, view.foreign_samples(), store.relpath_of)
         files = view.window()
         log_id, compact, fillers = placement(
             files, view.latest + 1, ctx.mode, opts.compact_interval

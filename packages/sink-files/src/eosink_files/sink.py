@@ -42,7 +42,7 @@ from eosink.plugin import (
 from eosink.logs import get_logger
 from eosink.process import process_state
 from eosink_files import spark_file_writer
-from eosink_files.layout import layout_of
+from eosink_files.layout import check_layout
 from eosink_files.log import LOG_DIR
 from eosink_files.log_view import LogView, view_of
 from eosink_files.manifest_commit import ManifestCommit
@@ -232,48 +232,9 @@ class FilesSink(FilesOperatorHooks, Sink):
                 view.folder.check_folder()
             proofs, empty_log = view.proofs(), not view.files
             foreign = view.foreign_samples()
-        self._check_foreign_layout(foreign)
-        if proofs:
-            last = max(proofs, key=lambda p: p.log_id)
-            if last.format and last.format != opts.format:
-                raise ConfigurationError(
-                    f"sink 'files': the folder holds {last.format} files but this sink writes "
-                    f"{opts.format}; Spark reads a folder in one format. Set format="
-                    f"{last.format!r} or write to another folder."
-                )
-            if tuple(last.partition_by) != tuple(opts.partition_by):
-                raise ConfigurationError(
-                    f"sink 'files': the folder is partitioned by {list(last.partition_by)} but "
-                    f"this sink partitions by {list(opts.partition_by)}; Spark's reader cannot "
-                    "mix layouts. Use the folder's partitionBy or write to another folder."
-                )
+        check_layout(self.options, proofs, foreign, self._store().relpath_of)
         self._mark_folder(empty_log)
         return FilesState(attempt=uuid.uuid4().hex)
-
-    def _check_foreign_layout(self, samples: list[tuple[str, str]]) -> None:
-        """Refuse a batch whose format or partitioning differs from the files another program
-        (Spark's own file sink) listed in the log: Spark's reader reads a folder in one format
-        and one layout, and would silently drop one of the two."""
-        opts, store = self.options, self._store()
-        for name, uri in samples:
-            relpath = store.relpath_of(uri)
-            if relpath is None:
-                continue
-            layout = layout_of(relpath)
-            where = f"{LOG_DIR}/{name} (written by another program, e.g. Spark's file sink)"
-            if layout.format is not None and layout.format != opts.format:
-                raise ConfigurationError(
-                    f"sink 'files': {where} lists {layout.format} files ({relpath!r}) but this "
-                    f"sink writes {opts.format}; Spark reads a folder in one format. Set format="
-                    f"{layout.format!r} or write to another folder."
-                )
-            if layout.partition_by is not None and layout.partition_by != opts.partition_by:
-                raise ConfigurationError(
-                    f"sink 'files': {where} lists files partitioned by "
-                    f"{list(layout.partition_by)} ({relpath!r}) but this sink partitions by "
-                    f"{list(opts.partition_by)}; Spark's reader cannot mix layouts. Use the "
-                    "folder's partitionBy or write to another folder."
-                )
 
     def _mark_folder(self, empty_log: bool) -> None:
         """Make ``_spark_metadata`` exist before any part file is written.

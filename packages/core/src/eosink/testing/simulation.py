@@ -169,8 +169,9 @@ class SinkSimulation:
     #: ``"complete"`` among them, a history may write complete-mode batches, each replacing
     #: every row before it; the judge then expects the rows of the batch that landed last
     #: (:meth:`~eosink.testing.simulation_judge.HistoryJudge.check_complete_rows`), and rows
-    #: foreign steps appended until a batch lands after them. Append only by default: another
-    #: draw changes every derandomized history of a kit.
+    #: foreign steps appended until a batch lands after them. ``"mixed"``: each writer of
+    #: the history draws append or complete, and appended rows are judged as foreign ones.
+    #: Append only by default: another draw changes every derandomized history of a kit.
     simulation_output_modes: Sequence[str] = ("append",)
 
     #: The store's retention in seconds, where expiry or log cleanup may take what a slow

@@ -90,6 +90,10 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             mode = data.draw(st.sampled_from(modes), label="mode") if len(modes) > 1 else modes[0]
             spec = attrs.evolve(spec, output_mode=mode)
             self.stats[f"mode_{mode}"] += 1
+            if mode == "mixed":  # each writer its own: an append beside a complete-mode writer
+                own = st.sampled_from(["append", "complete"])
+                drawn = [data.draw(own, label=f"writer-{i} mode") for i in range(spec.writers)]
+                spec = attrs.evolve(spec, writer_modes=tuple(drawn))
         if kit.simulation_writer_shapes:
             own = kit.simulation_writer_options(spec)
             spec = attrs.evolve(
@@ -222,7 +226,14 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
                 abort_quietly(pm, ctx, prepared.state, [])
                 raise
         writer.live = Attempt(
-            writer.index, writer.batch, writer.pid, pm, ctx, prepared.state, results
+            writer.index,
+            writer.batch,
+            writer.pid,
+            pm,
+            ctx,
+            prepared.state,
+            results,
+            len(self.landings),
         )
 
     @precondition(
@@ -234,6 +245,31 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
         attempts = [w.live for w in self.writers if w.live] + self.zombies
         attempt = data.draw(st.sampled_from(attempts), label="attempt")
         fresh = data.draw(st.booleans(), label="commit in a fresh worker")
+        self._commit(attempt, fresh)
+
+    @precondition(lambda self: not self.damaged and len(self.writers) > 1)
+    @rule(data=st.data(), batches=st.integers(1, 3))
+    def overtaken(self, data: st.DataObject, batches: int) -> None:
+        """A batch overtaken: a writer begins a batch, another writer commits ``batches``
+        batches meanwhile, then the first commits from the view it began with (two queries
+        racing for the next log id or version, each placing it by its own options)."""
+        writer = self._idle_writer(data)
+        if writer is None:
+            return
+        self._begin(data, writer)
+        attempt = writer.live
+        other = self._idle_writer(data) if attempt is not None else None
+        if other is None:
+            return  # skipped, refused, or no other writer idle: the attempt waits as begun
+        for _ in range(batches):
+            if not self._run_one(data, other):
+                break
+        if writer.live is attempt:
+            self._commit(attempt, fresh=False)
+
+    def _commit(self, attempt: Attempt, fresh: bool) -> None:
+        overtaken = any(k[0] != attempt.writer for k, _ in self.landings[attempt.landings_seen :])
+        self.stats["commits_overtaken" if overtaken else "commits_begun"] += 1
         writer = self.writers[attempt.writer]
         live = attempt is writer.live
         if live:
@@ -401,7 +437,7 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
             batch_id=writer.batch if batch is None else batch,
             query_id=writer.query_id,
             checkpoint=f"/checkpoints/{writer.writer_id}",
-            mode=self.spec.output_mode,
+            mode=self.spec.mode_of(writer.index),
         )
 
     def _keyed(self) -> bool:

@@ -133,7 +133,12 @@ class HistoryJudge:
 
     @property
     def _complete(self) -> bool:
-        return self.spec.output_mode == "complete"
+        """Whether some writer's batches replace the table (complete mode, or mixed)."""
+        return self.spec.output_mode != "append"
+
+    def _replaces(self, key: tuple[int, int]) -> bool:
+        """Whether batch ``key`` replaces every row before it (its writer's complete mode)."""
+        return self.spec.mode_of(key[0]) == "complete"
 
     def check_rows(self) -> None:
         if self.keyed:
@@ -171,29 +176,31 @@ class HistoryJudge:
         """Complete mode: each batch replaces every row before it, so readers see the rows of
         one batch, whole: the last to land (the last commit seen to land, or an attempt in
         doubt after it, which may have landed later), and never a batch older than one its
-        writer committed after it (a zombie's stale result over a newer one). Rows another
-        program appended are seen whole until a batch of the stream lands after them, and
-        never after that (:meth:`check_foreign_rows_under_complete`)."""
+        writer committed after it (a zombie's stale result over a newer one). Rows appended
+        (by another program, or by an append-mode writer of a mixed history) are seen whole
+        until a complete-mode batch lands after them, and never after that
+        (:meth:`check_appends_under_complete`)."""
         held = self._held()
-        self.check_foreign_rows_under_complete(
-            {k: v for k, v in held.items() if k[0] == FOREIGN_WRITER}
+        replacing = {k: v for k, v in held.items() if self._replaces(k)}
+        assert len(replacing) <= 1, (
+            f"complete mode: readers see rows of {len(replacing)} complete-mode batches "
+            f"({sorted(replacing)}); each replaces every row before it"
         )
-        held = {k: v for k, v in held.items() if k[0] != FOREIGN_WRITER}
-        assert len(held) <= 1, (
-            f"complete mode: readers see rows of {len(held)} batches ({sorted(held)}); "
-            "each complete-mode batch replaces every row before it"
+        visible = next(iter(replacing), None)
+        self.check_appends_under_complete(
+            {k: v for k, v in held.items() if not self._replaces(k)}, visible
         )
-        landings = self._own_landings()
+        landings = self._replacing_landings()
         candidates = self._last_landed()
-        if not held:
+        if visible is None:
             nothing_landed = not any(sure for _, sure in landings)
             assert nothing_landed or any(not self._expected(*k) for k in candidates), (
-                f"complete mode: readers see no rows; the last batch to land was one of "
-                f"{sorted(candidates)}, which wrote rows (landings, True where seen: "
-                f"{landings[-8:]})"
+                f"complete mode: readers see no rows of a complete-mode batch; the last to "
+                f"land was one of {sorted(candidates)}, which wrote rows (landings, True where "
+                f"seen: {landings[-8:]})"
             )
             return
-        ((key, got),) = held.items()
+        key, got = visible, replacing[visible]
         expected = self._expected(*key)
         assert got == expected, (
             f"complete mode: readers see {sum(got.values())} rows of batch {key}, which "
@@ -210,44 +217,84 @@ class HistoryJudge:
             f"{max(newer)}, committed before it: a stale result replaced a newer one"
         )
 
-    def check_foreign_rows_under_complete(
-        self, held: dict[tuple[int, int], Counter[tuple[Any, ...]]]
+    def check_appends_under_complete(
+        self, held: dict[tuple[int, int], Counter[tuple[Any, ...]]], visible: Any
     ) -> None:
-        """A foreign append is seen whole while no batch of the stream landed after it, and
-        not at all once one did (a batch in doubt after it: whole or not at all). One made
-        inside a commit may have landed before or after that commit's publication: that
-        commit counts as one in doubt."""
+        """An appended batch (a foreign append, or an append-mode writer's batch beside
+        complete-mode writers) is seen whole while no complete-mode batch landed after it,
+        and not at all once one did (one in doubt after it: whole or not at all). Where it
+        may have landed: at its commit seen to land; an attempt in doubt at any of its
+        attempts; a foreign append made inside a commit, before or after that commit's
+        publication. ``visible``: the complete-mode batch readers see, if any: an append
+        surely before it is gone, one surely after it is seen."""
         held = dict(held)
-        for i, (key, before) in enumerate(self.landings):
-            if key[0] != FOREIGN_WRITER:
-                continue
+        spans = self._append_spans()
+        first_visible = last_visible = None
+        if visible is not None:
+            at = [(i, sure) for i, (k, sure) in enumerate(self.landings) if k == visible]
+            sure_at = [i for i, sure in at if sure]  # seen to land there: not before
+            first_visible = sure_at[0] if sure_at else at[0][0] if at else None
+            last_visible = at[-1][0] if at else None
+        replacing = [(i, sure) for i, (k, sure) in enumerate(self.landings) if self._replaces(k)]
+        for key, (earliest, latest, certain) in spans.items():
             got, expected = held.pop(key, Counter()), self._expected(*key)
-            after = [sure for (w, _), sure in self.landings[i + 1 :] if w != FOREIGN_WRITER]
-            if not before:  # appended inside a commit: the commit around it may precede it
-                after = [False, *after[1:]] if after else []
-            if any(after):
-                assert not got, (
-                    f"complete mode: readers see {sum(got.values())} rows another program "
-                    f"appended (foreign batch {key[1]}) before a batch of the stream landed, "
-                    "which replaces every row before it"
-                )
-            elif not after or got:
+            name = "another program's append" if key[0] == FOREIGN_WRITER else "append"
+            label = f"{name} (writer {key[0]}, batch {key[1]})"
+            if got:
                 assert got == expected, (
                     f"complete mode: readers see {sum(got.values())} of the "
-                    f"{sum(expected.values())} rows another program appended (foreign batch "
-                    f"{key[1]}) after the last batch of the stream landed"
+                    f"{sum(expected.values())} rows of {label}"
                 )
-        assert not held, f"readers see foreign rows never appended: {sorted(held)}"
+            replaced = any(sure for i, sure in replacing if i > latest)
+            before_visible = first_visible is not None and latest < first_visible
+            if replaced or before_visible:
+                assert not got, (
+                    f"complete mode: readers see the rows of {label}, which a complete-mode "
+                    "batch landed after (it replaces every row before it)"
+                )
+                continue
+            after_visible = last_visible is not None and earliest > last_visible
+            untouched = not any(i > earliest for i, _ in replacing)
+            if certain and (untouched or after_visible):
+                assert got == expected, (
+                    f"complete mode: readers see {sum(got.values())} of the "
+                    f"{sum(expected.values())} rows of {label}, which landed after the "
+                    "last complete-mode batch to land"
+                )
+        for key in list(held):
+            assert key in self.data, f"readers see rows never appended: {key}"
+            assert held.pop(key) == self._expected(*key), f"readers see part of batch {key}"
 
-    def _own_landings(self) -> list[tuple[tuple[int, int], bool]]:
-        """The stream's commits among the landings (foreign appends left out)."""
-        return [(key, sure) for key, sure in self.landings if key[0] != FOREIGN_WRITER]
+    def _append_spans(self) -> dict[tuple[int, int], tuple[float, float, bool]]:
+        """Each appended batch among the landings: the first and last place in them where it
+        may have landed, and whether it surely landed."""
+        spans: dict[tuple[int, int], tuple[float, float, bool]] = {}
+        for i, (key, sure) in enumerate(self.landings):
+            if self._replaces(key):
+                continue
+            if key[0] == FOREIGN_WRITER:
+                # appended inside a commit (not sure): before or after the commit around it
+                later = [
+                    j for j, (k, _) in enumerate(self.landings) if j > i and k[0] != FOREIGN_WRITER
+                ]
+                spans[key] = (i, later[0] + 0.5 if not sure and later else i, True)
+            elif key not in spans or not spans[key][2]:
+                first = spans[key][0] if key in spans else i
+                spans[key] = (i, i, True) if sure else (first, i, False)
+        for key, (earliest, latest, certain) in spans.items():
+            if not certain and self.status.get(key) == "committed":
+                spans[key] = (earliest, latest, True)  # landed at one of its attempts
+        return spans
+
+    def _replacing_landings(self) -> list[tuple[tuple[int, int], bool]]:
+        """The complete-mode batches among the landings."""
+        return [(key, sure) for key, sure in self.landings if self._replaces(key)]
 
     def _last_landed(self) -> set[tuple[int, int]]:
-        """The batches of the stream that may have landed last: the last commit seen to land
+        """The complete-mode batches that may have landed last: the last commit seen to land
         and every attempt in doubt after it (every attempt in doubt if none was seen to
         land)."""
-        landings = self._own_landings()
+        landings = self._replacing_landings()
         sure = [i for i, (_, landed) in enumerate(landings) if landed]
         start = sure[-1] if sure else 0
         return {key for key, _ in landings[start:]}

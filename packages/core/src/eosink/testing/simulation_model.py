@@ -36,15 +36,24 @@ class HistorySpec:
     ``options``: the sink options every writer shares; ``writer_options``: each writer's own
     (:meth:`~eosink.testing.simulation.SinkSimulation.simulation_writer_options`), merged over
     the shared ones for that writer's sink (empty: every writer uses ``options`` alone);
-    ``output_mode``: the mode of every writer's batches."""
+    ``output_mode``: the mode of every writer's batches, or ``"mixed"``: each writer's own
+    in ``writer_modes``."""
 
     schema: pa.Schema
     partition_by: tuple[str, ...]
     writers: int
     options: dict[str, Any] = attrs.field(factory=dict)
     writer_options: tuple[dict[str, Any], ...] = ()
-    #: Every writer's output mode (``"append"`` or ``"complete"``).
+    #: Every writer's output mode (``"append"`` or ``"complete"``), or ``"mixed"``.
     output_mode: str = "append"
+    #: Each writer's output mode where ``output_mode`` is ``"mixed"``.
+    writer_modes: tuple[str, ...] = ()
+
+    def mode_of(self, writer: int) -> str:
+        """The output mode of writer ``writer``'s batches (a foreign writer appends)."""
+        if self.output_mode != "mixed":
+            return self.output_mode
+        return self.writer_modes[writer] if 0 <= writer < len(self.writer_modes) else "append"
 
     def own_options(self, writer: int) -> dict[str, Any]:
         """The options writer ``writer`` drew for itself (kit keys included)."""
@@ -190,6 +199,9 @@ class Attempt:
     ctx: BatchContext
     state: Any
     results: list[Any]
+    #: How many landings the history had seen when the attempt began (commits after them
+    #: overtook it: its view is older than the log it commits to).
+    landings_seen: int = 0
 
 
 @attrs.define
