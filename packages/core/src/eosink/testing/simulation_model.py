@@ -51,9 +51,9 @@ class HistorySpec:
 
     def mode_of(self, writer: int) -> str:
         """The output mode of writer ``writer``'s batches (a foreign writer appends)."""
-        if self.output_mode != "mixed":
-            return self.output_mode
-        return self.writer_modes[writer] if 0 <= writer < len(self.writer_modes) else "append"
+        if not 0 <= writer < self.writers:
+            return "append"
+        return self.writer_modes[writer] if self.output_mode == "mixed" else self.output_mode
 
     def own_options(self, writer: int) -> dict[str, Any]:
         """The options writer ``writer`` drew for itself (kit keys included)."""
