@@ -14,12 +14,19 @@ requests of the same store (:mod:`iceberg_faults`): besides the kit's faults on 
 (data files, manifests, manifest lists, metadata files, written and read), a batch may meet a
 fault aimed at the catalog's commit (refused; applied with its reply lost; failed unclearly
 without applying) or at the metadata folder's writes and reads. The judge also reads with
-filters (pyiceberg's ``row_filter``, which prunes by partition summaries, partition tuples and
-column bounds), and data columns hold the kit's wide values.
+filters, and data columns hold the kit's wide values. Two readers filter: pyiceberg's
+``row_filter``, which prunes by partition summaries, partition tuples and column bounds, and
+DuckDB's ``iceberg_scan`` with the predicate as its ``WHERE`` clause (its own Avro and Parquet
+readers, pruning manifests and files by the same metadata), which reads the table's metadata
+and files as they are in the store, through DuckDB's fsspec bridge. Each declines what it
+cannot carry, a limit shown on tables pyiceberg writes itself (here or in
+``test_simulation_found.py``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import math
 import shutil
 import tempfile
@@ -34,10 +41,10 @@ from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 from iceberg_faults import CATALOG_KEYS, LATE_APPLY, drop_late_commits, faulty_catalog
 from iceberg_foreign import iceberg_foreign_steps
-from iceberg_helpers import TABLE, load, read_pyiceberg
+from iceberg_helpers import TABLE, duckdb_connection, duckdb_missing, load, read_pyiceberg
 
 from eosink.testing.arrow_data import COLUMN_TYPES, SCALAR_TYPES
-from eosink.testing.faultfs import ObjectStore, StoreFault
+from eosink.testing.faultfs import FaultyFileSystem, ObjectStore, StoreFault
 from eosink.errors import ConfigurationError
 from eosink.testing.simulation import (
     ForeignStep,
@@ -128,6 +135,99 @@ def read_filtered(catalog: dict[str, str], predicate: Predicate) -> pa.Table | l
     return table.scan(row_filter=row_filter).to_arrow()
 
 
+#: DuckDB's type of each Iceberg primitive type. A parameter is cast to its column's type:
+#: DuckDB prunes files by a comparison of a column with a constant of the column's own type,
+#: and a ``float`` column compared with a Python float (a DOUBLE) is cast instead, which
+#: reads every file.
+DUCKDB_TYPES = {
+    "boolean": "BOOLEAN",
+    "int": "INTEGER",
+    "long": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "string": "VARCHAR",
+    "binary": "BLOB",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ",
+}
+
+
+class DuckdbStore(FaultyFileSystem):
+    """The kit's object store as DuckDB's Python filesystem bridge takes it: the table's
+    ``faulty://`` paths, in its metadata as eosink wrote them, read through the store (each
+    request counted as the other readers' are). Only ``modified`` differs: DuckDB wants the
+    datetime fsspec's interface names, where the store gives a POSIX time."""
+
+    def modified(self, path: str) -> dt.datetime:
+        return dt.datetime.fromtimestamp(super().modified(path), dt.timezone.utc)
+
+
+def duckdb_where(predicate: Predicate, kind: Any) -> tuple[str, list[Any]] | None:
+    """The predicate as DuckDB SQL on a column of Iceberg type ``kind``, its values bound as
+    parameters cast to the column's type (so that DuckDB prunes by partition values and the
+    manifests' bounds); None for what it cannot carry."""
+    column = '"' + predicate.column.replace('"', '""') + '"'
+    if predicate.op == "is_null":
+        return f"{column} IS NULL", []
+    name = str(kind)
+    sql_type = DUCKDB_TYPES.get(name) or (name.upper() if name.startswith("decimal") else None)
+    if sql_type is None:
+        return None  # a list or struct: the kit draws no value of one
+    value = f"CAST(? AS {sql_type})"
+    if predicate.op == "eq":
+        return f"{column} = {value}", [predicate.value]
+    return f"{column} BETWEEN {value} AND {value}", [predicate.value, predicate.high]
+
+
+def duckdb_cannot_read(table: Any) -> str | None:
+    """Why DuckDB's ``iceberg_scan`` cannot read ``table`` at all (None: it can). A partition
+    spec with two fields of one decimal type: pyiceberg's manifest writer defines the Avro
+    fixed type of that decimal (``decimal_20_10``) once per field, and DuckDB's avro extension
+    refuses a name defined twice and aborts the process ("Cannot save fixed schema"), on tables
+    pyiceberg writes itself too (``test_simulation_found.py``)."""
+    for spec in table.specs().values():
+        kinds = [str(f.field_type) for f in spec.partition_type(table.schema()).fields]
+        decimals = [k for k in kinds if k.startswith("decimal")]
+        if len(decimals) != len(set(decimals)):
+            return f"partition fields of one decimal type (spec {spec.spec_id}: {kinds})"
+    return None
+
+
+@functools.cache
+def duckdb_reader() -> Any:
+    """The DuckDB connection of every history (loading its extensions costs more than most
+    reads): its filesystem is every store of the kit (a path names its store)."""
+    con = duckdb_connection()
+    # every read asks the store: a file the sink deleted must be missed, not read from
+    # DuckDB's cache of it
+    con.execute("SET enable_external_file_cache = false")
+    con.execute("SET threads = 1")  # a history's table is small: more threads only cost
+    con.register_filesystem(DuckdbStore())
+    return con
+
+
+def read_duckdb_filtered(catalog: dict[str, str], predicate: Predicate) -> pa.Table | list | None:
+    """The rows DuckDB's ``iceberg_scan`` returns for the predicate as a ``WHERE`` clause: it
+    reads the table's current metadata file and everything it names through the store
+    (:class:`DuckdbStore`), prunes manifests and data files by partition values and column
+    bounds, and shares no code with pyiceberg. None on a table it cannot read
+    (:func:`duckdb_cannot_read`)."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    try:
+        table = load(catalog)
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return []
+    where = duckdb_where(predicate, table.schema().find_field(predicate.column).field_type)
+    if where is None or duckdb_cannot_read(table):
+        return None
+    condition, values = where
+    location = table.metadata_location.replace("'", "''")
+    query = f"SELECT * FROM iceberg_scan('{location}') WHERE {condition}"
+    return duckdb_reader().execute(query, values).to_arrow_table()
+
+
 class TestIcebergSimulation(SinkSimulation):
     simulation_types = ICEBERG_TYPES
     simulation_partition_types = PARTITION_TYPES
@@ -209,13 +309,16 @@ class TestIcebergSimulation(SinkSimulation):
             store.drop()
             shutil.rmtree(folder, ignore_errors=True)
 
+        filtered = {"pyiceberg row_filter": lambda p: read_filtered(catalog, p)}
+        if not duckdb_missing():
+            filtered["DuckDB iceberg_scan"] = lambda p: read_duckdb_filtered(catalog, p)
         target = SimTarget(
             sink=make_sink,
             read=lambda: read_pyiceberg(catalog),
             store=store,
             damage=damage,
             close=close,
-            filtered={"pyiceberg row_filter": lambda p: read_filtered(catalog, p)},
+            filtered=filtered,
         )
         self.catalogs[id(target)] = catalog
         return target
