@@ -162,6 +162,9 @@ def test_the_faulty_histories_catch_the_blind_retry():
     """The simulation's teeth: the kit's generated histories (the fixed seed of CI, no
     shrinking), which the sink passes, fail :class:`BlindRetrySink` on a batch seen twice."""
     kit = BlindRetrySimulation()
+    # more histories than the sink needs: since the histories race their writers
+    # (`overtaken`), CI's first ones reach no lost reply of a commit retried blindly
+    kit.simulation_examples = 120
     with pytest.raises(AssertionError, match="extra"):
         kit.run_histories_unshrunk()
 
