@@ -12,6 +12,8 @@ of its own)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -30,6 +32,24 @@ from eosink.testing.postgres import PostgresServer, postgres_server  # noqa: F40
 TABLE = "public.events"
 
 
+def kafka_job(sink: str, door: str, **options: Any) -> Callable[..., QueryJob]:
+    """The query of every test here: the Kafka stream into ``sink`` through ``door``, with
+    ``options`` (``sink_options`` or ``source_options``), as the harness runs it by round."""
+
+    def job(params: Any, stall: Any) -> QueryJob:
+        return QueryJob(
+            sink=sink,
+            door=door,
+            writer_id="kafka-events",
+            stream=STREAM,
+            params=params,
+            stall=stall,
+            **options,
+        )
+
+    return job
+
+
 @pytest.fixture
 def database(postgres_server: PostgresServer):  # noqa: F811
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -43,16 +63,11 @@ def database(postgres_server: PostgresServer):  # noqa: F811
 def test_kafka_to_postgres_killed_mid_batch_and_restarted(
     kafka_broker, kafka_spark, database, tmp_path  # noqa: F811
 ):
-    def job(params, stall):
-        return QueryJob(
-            sink="postgres",
-            door="foreach_batch",
-            writer_id="kafka-events",
-            sink_options={"url": database, "table": TABLE},
-            stream=STREAM,
-            params=params,
-            stall=stall,
-        )
+    job = kafka_job(
+        "postgres",
+        "foreach_batch",
+        sink_options={"url": database, "table": TABLE},
+    )
 
     def read():
         with psycopg.connect(database, row_factory=dict_row) as conn:
@@ -67,16 +82,11 @@ def test_kafka_to_delta_killed_mid_batch_and_restarted(
 ):
     table = str(tmp_path / "table")
 
-    def job(params, stall):
-        return QueryJob(
-            sink="delta",
-            door="data_source",
-            writer_id="kafka-events",
-            source_options={"path": table},
-            stream=STREAM,
-            params=params,
-            stall=stall,
-        )
+    job = kafka_job(
+        "delta",
+        "data_source",
+        source_options={"path": table},
+    )
 
     def read():
         return DeltaTable(table).to_pyarrow_table().to_pylist()
@@ -97,16 +107,11 @@ def test_kafka_to_files_killed_mid_batch_and_restarted(
         ]
     )
 
-    def job(params, stall):
-        return QueryJob(
-            sink="files",
-            door="data_source",
-            writer_id="kafka-events",
-            source_options={"path": out},
-            stream=STREAM,
-            params=params,
-            stall=stall,
-        )
+    job = kafka_job(
+        "files",
+        "data_source",
+        source_options={"path": out},
+    )
 
     def read():
         table, _ = read_committed(out, schema)
@@ -126,20 +131,15 @@ def test_kafka_to_iceberg_killed_mid_batch_and_restarted(
     }
     table = "lake.events"
 
-    def job(params, stall):
-        return QueryJob(
-            sink="iceberg",
-            door="data_source",
-            writer_id="kafka-events",
-            source_options={
-                "path": table,
-                "createNamespace": "true",
-                **{f"catalog.{key}": value for key, value in catalog.items()},
-            },
-            stream=STREAM,
-            params=params,
-            stall=stall,
-        )
+    job = kafka_job(
+        "iceberg",
+        "data_source",
+        source_options={
+            "path": table,
+            "createNamespace": "true",
+            **{f"catalog.{key}": value for key, value in catalog.items()},
+        },
+    )
 
     def read():
         # The SQL catalog keys its rows by the catalog's name: the sink's (catalogName) default.
@@ -157,23 +157,18 @@ def test_kafka_to_yt_static_killed_mid_batch_and_restarted(
     path = "//home/eosink/events"
     yt = yt_emulator.client()
 
-    def job(params, stall):
-        return QueryJob(
-            sink="yt-static",
-            door="foreach_batch",
-            writer_id="kafka-events",
-            # The killed batch's transactions die with their pinger: short timeouts, so the
-            # restart does not wait long for its locks.
-            sink_options={
-                **sink_options(yt_emulator),
-                "path": path,
-                "main_tx_timeout_s": 15.0,
-                "part_tx_timeout_s": 15.0,
-            },
-            stream=STREAM,
-            params=params,
-            stall=stall,
-        )
+    job = kafka_job(
+        "yt-static",
+        "foreach_batch",
+        # The killed batch's transactions die with their pinger: short timeouts, so the
+        # restart does not wait long for its locks.
+        sink_options={
+            **sink_options(yt_emulator),
+            "path": path,
+            "main_tx_timeout_s": 15.0,
+            "part_tx_timeout_s": 15.0,
+        },
+    )
 
     def read():
         return list(yt.read_table(path)) if yt.exists(path) else []
