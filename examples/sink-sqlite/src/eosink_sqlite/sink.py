@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -67,6 +68,23 @@ def sql_type(arrow_type: pa.DataType) -> str:
     return "TEXT"  # strings; timestamps and dates as ISO text
 
 
+def _use_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch the database to WAL (it stays so), retrying while another connection switches it.
+
+    SQLite does not call the busy handler for the lock that changing the journal mode takes:
+    two connections switching a new database at once made one fail at once with "database
+    is locked", whatever the connection's timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def _plain(value: Any) -> Any:
     return value.isoformat() if hasattr(value, "isoformat") else value
 
@@ -82,7 +100,7 @@ class SqliteSink(SqliteCommands, Sink):
         conn = sqlite3.connect(
             self.options.path, timeout=self.options.timeout_s, isolation_level=None
         )
-        conn.execute("PRAGMA journal_mode=WAL")
+        _use_wal(conn, self.options.timeout_s)
         return contextlib.closing(conn)
 
     # -- driver ----------------------------------------------------------------------------
