@@ -181,3 +181,29 @@ def test_late_abort_of_an_attempt_that_lost_still_removes_its_files(tmp_path):
     late_abort(zombie)
     assert not any(os.path.exists(os.path.join(out, p)) for p in written)
     assert spark_ids(out) == sorted(batch_ids(0))
+
+
+def test_a_refused_commit_leaves_its_process_view_whole(tmp_path):
+    """Found by the kit with Spark's reader: writer b (interval 5) is refused because writer a
+    (interval 10) published id 4 as a delta. b's retry in the same process must read the log
+    as it is, not as a view the refusal left half updated (the new ids known, the files
+    Spark's reader reads not): from that view b published a compact that listed none of a's
+    latest files, and Spark's reader lost a's batches."""
+    out = str(tmp_path / "out")
+    a_sink = FilesSink(path=out, compact_interval=10)
+    b_sink = FilesSink(path=out, compact_interval=5)
+    with simulated_process("A"):
+        for b in range(4):
+            assert run(a_sink, b, writer="a", query="q-a").status == "committed"
+    a4 = HalfBatch("A", a_sink, "a", 4)
+    b0 = HalfBatch("B", b_sink, "b", 0)
+    assert a4.finish() == "committed"
+    with pytest.raises(ManifestError, match="compact_interval"):
+        b0.finish()
+    expected = [i for b in range(5) for i in batch_ids(b)]
+    for retry in range(2):  # the same process retries the batch (a restarted query's task)
+        with simulated_process("B"), pytest.raises(ManifestError, match="compact_interval"):
+            run(b_sink, 0, writer="b", query="q-b")
+        assert spark_ids(out) == sorted(expected), f"retry {retry}"
+    proof = proof_in_fresh_process(a_sink, "a", 4)
+    assert proof is not None and proof.batch_id == 4

@@ -26,6 +26,7 @@ lock.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from itertools import islice
@@ -346,22 +347,37 @@ class LogView:
                 return compact
         return None
 
+    @contextlib.contextmanager
+    def _whole_or_forgotten(self) -> Iterator[None]:
+        """An update that fails (a log Spark's reader cannot read, a file gone while read)
+        leaves no view: half updated, it would know the new ids but not the files Spark's
+        reader reads, and a later commit in this process would place a compact on it that
+        lists none of the files it missed. The next use reads the target as on a first use."""
+        try:
+            yield
+        except BaseException:
+            self.loaded, self.confirmed_at = False, None
+            self.files, self.compacts, self.plan, self.torn = {}, [], [], None
+            raise
+
     def _load(self, listing: dict[int, bool], parsed: list[LogFile] = ()) -> None:
         """Take a listing as the files that exist; ``parsed``: log files already read (they
         never change, so they are not read again)."""
-        self.files = dict(sorted(listing.items()))
-        self.compacts = [i for i, c in self.files.items() if c]
-        self.plan, self.torn, self.loaded = [], None, True
-        self._read_plan(parsed)
+        with self._whole_or_forgotten():
+            self.files = dict(sorted(listing.items()))
+            self.compacts = [i for i, c in self.files.items() if c]
+            self.plan, self.torn, self.loaded = [], None, True
+            self._read_plan(parsed)
 
     def _add(self, found: dict[int, bool], parsed: list[LogFile] = ()) -> None:
-        if self.torn is not None:  # the torn file was published again
-            self.torn = None
-        for log_id, compact in found.items():
-            self.files[log_id] = compact
-            if compact:
-                self.compacts.append(log_id)
-        self._read_plan(parsed)
+        with self._whole_or_forgotten():
+            if self.torn is not None:  # the torn file was published again
+                self.torn = None
+            for log_id, compact in found.items():
+                self.files[log_id] = compact
+                if compact:
+                    self.compacts.append(log_id)
+            self._read_plan(parsed)
 
     def record(self, log_file: LogFile) -> None:
         """A log file this process just published (no need to read it back)."""
