@@ -123,6 +123,17 @@ def test_string_partition_values_read_back_once(tmp_path):
     }
 
 
+def test_a_nul_in_a_value_is_escaped_and_reads_back(tmp_path):
+    """A NUL is no character a path may hold (a local folder refuses it; S3 keys cannot carry
+    it), and Spark's escaping leaves it as it is (its own writer fails there). Escaped as
+    ``%00``, it reads back through Spark's unescaping of folder names, as every ``%XX`` does."""
+    out = str(tmp_path / "out")
+    parts = partitions(["a\x00b", "\x00", "c"], pa.string(), tasks=1, batches=1, repeat=1)
+    assert run(FilesSink(path=out, partition_by=["v"]), 0, parts).status == "committed"
+    assert read_back(out) == sent(parts)
+    assert folders(out) == {"v=a%00b", "v=%00", "v=c"}
+
+
 def test_empty_string_and_null_in_separate_batches_of_one_task(tmp_path):
     """One folder, one file writer: the second batch must not start the folder's file again."""
     out = str(tmp_path / "out")

@@ -21,8 +21,10 @@ from eosink.partitions import group_by_text, java_number_text
 from eosink_files.options import FilesOptions
 from eosink_files.store import Store
 
-#: Spark's ``ExternalCatalogUtils.escapePathName``: these characters become ``%XX``.
-_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(1, 32)}
+#: Spark's ``ExternalCatalogUtils.escapePathName``: these characters become ``%XX``; and NUL,
+#: which Spark leaves as it is (no path can hold it: its own writer fails) and its reader's
+#: unescaping of ``%00`` reads back.
+_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(32)}
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 PARQUET_SUFFIX = {"snappy": ".snappy", "gzip": ".gz", "zstd": ".zstd", "lz4": ".lz4raw", "none": ""}
