@@ -369,6 +369,52 @@ def shrunk_755465918(kit: TestIcebergSimulation, low: int) -> Any:
     return history
 
 
+def foreign_append_inside_a_commit(point: str, fault: StoreFault | None) -> Any:
+    """The histories soak seeds 11 and 12 (60 examples) shrank to, cut short: writer 0
+    commits a batch (the commit's points become known), a foreign append is armed at
+    ``point``, writer 1 runs a batch with ``fault`` armed, its commit meeting the append.
+    Returns the history after that batch (teardown left to the caller)."""
+    kit = TestIcebergSimulation()
+    history = kit.history_machine(None)()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("c0_int8", pa.int8())])
+    options = {"commit_retries": 0, "keep_snapshots": 0, "partition_style": "identity"}
+    history.start(Script((schema, ()), 2, {"row_group_rows": 1_000_000, **options}))
+
+    def rows(first: int, n: int) -> pa.RecordBatch:
+        ids = pa.array(range(first, first + n), pa.int64())
+        return pa.record_batch([ids, pa.array([7] * n, pa.int8())], schema=schema)
+
+    history.run(Script(history.writers[0], [2], rows(0, 2), None), batches=1)
+    # the append's rows are drawn where it was armed
+    history.foreign_step_inside_commit(Script("append", point, 3, rows(999_000_000_000, 3)))
+    history.run(Script(history.writers[1], [2], rows(1_000_000_000, 2), fault, True), batches=1)
+    return history
+
+
+def test_seed_11_a_foreign_step_inside_a_commit_meets_none_of_its_faults() -> None:
+    """Soak seed 11: a store fault armed for writer 1's batch (the catalog's reply lost at
+    its second commit) hit the foreign append made inside that batch's commit instead: the
+    append landed, its program saw it fail, and the kit, which records only what a foreign
+    step returns, called its rows "rows of batches never written". Another program's
+    requests are not the batch's: the batch's faults wait while it acts."""
+    fault = StoreFault(kind="lost_reply", after=2, ops=("put",), path=CATALOG_KEYS)
+    history = foreign_append_inside_a_commit("commit:committed", fault)
+    history.check_rows()
+    history.teardown()
+
+
+def test_seed_12_a_commit_that_loses_to_a_foreign_step_inside_it_fails_cleanly() -> None:
+    """Soak seed 12: a foreign append inside writer 1's commit (at ``commit:checked``) took
+    the snapshot the commit was planned on; with ``commit_retries=0`` the sink refused the
+    batch ("lost 1 races ... nothing of this batch is in the table. Restart the query"),
+    which is right, and the kit called the refusal the history's failure. Caused by another
+    program inside the commit, it is a failed attempt the driver may restart, as a store
+    fault's is: the batch is in doubt, and recovery replays it."""
+    history = foreign_append_inside_a_commit("commit:checked", None)
+    history.check_rows()
+    history.teardown()
+
+
 class TestIcebergUpsertSimulation(TestIcebergSimulation):
     """Keyed upserts (``mode="upsert"`` by the kit's key column, which later batches carry
     again): the judge expects per key the row of the latest visible batch that carried it,

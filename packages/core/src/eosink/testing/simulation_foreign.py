@@ -173,11 +173,18 @@ class ForeignHands:
             if reached != point:
                 return
             self.crash_points.also = None
+            self.crash_points.foreign_acted += 1
             set_crash_handler(None)  # the other program's own points are not the commit's
+            # nor are the store faults armed for the batch: they wait while it acts (a
+            # store that cannot give them back, the S3 server's, drops them)
+            store = self.target.store
+            waiting = store.disarm() if store is not None else None
             try:
                 outcome = self._foreign(data, name, inside_commit=True)
             finally:
                 set_crash_handler(self.crash_points._reached)
+                if waiting:
+                    store.arm(*waiting)
             assert not outcome.damaged, (
                 f"the foreign step {name} damaged the target inside a commit: a step that "
                 "damages returns skipped when ForeignHand.inside_commit"

@@ -160,7 +160,7 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
         sink = self._sink(writer)
         ctx = self._context(writer, sink)
         plugins = [self.crash_points, *([fault] if isinstance(fault, FaultPlugin) else [])]
-        fired_before = self._fired()
+        fired_before, acted_before = self._fired(), self.crash_points.foreign_acted
         try:
             with simulated_process(writer.pid):
                 outcome = run_batch(
@@ -174,7 +174,13 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
                 )
         except Exception as exc:
             self._disarm()
-            injected = isinstance(exc, InjectedCrash) or self._fired() > fired_before
+            # a clean error of a commit another program acted inside (a race lost with no
+            # retries left) is that program's doing, as a store fault's is
+            injected = (
+                isinstance(exc, InjectedCrash)
+                or self._fired() > fired_before
+                or (isinstance(exc, EosinkError) and self.crash_points.foreign_acted > acted_before)
+            )
             if not injected:
                 if self._refused(writer, exc):
                     return False
@@ -367,6 +373,7 @@ class History(ForeignHands, HistoryJudge, RuleBasedStateMachine):
         is armed any more (a history may end between arming one and running its batch)."""
         self._disarm()
         self.crash_points.crash_at = None
+        self.crash_points.also = None  # nor is a foreign step armed inside a commit
         for attempt in list(self.zombies):
             self.zombies.remove(attempt)
         for writer in self.writers:

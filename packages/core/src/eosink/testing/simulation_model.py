@@ -170,6 +170,8 @@ class CrashPoints:
     crash_at: str | None = None
     #: Called first at every point reached (a foreign step armed inside the commit).
     also: Callable[[str], None] | None = None
+    #: How many foreign steps acted inside a commit so far.
+    foreign_acted: int = 0
 
     @hookimpl(wrapper=True)
     def commit(self) -> Any:
