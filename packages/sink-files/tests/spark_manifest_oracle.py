@@ -32,7 +32,6 @@ from zoneinfo import ZoneInfo
 
 import fsspec
 import pyarrow as pa
-import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 LOG_DIR = "_spark_metadata"
@@ -49,6 +48,7 @@ _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)
 _DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})([ T].*)?")
 _FORMAT_NAME = re.compile(r".*\.(parquet|json|csv)(\.gz)?")  # Spark's writers' name endings
+_JAVA_BLANK = "".join(map(chr, range(33)))  # what Java's String.trim() trims
 _JSON_FLOATS = {"NaN", "Infinity", "+Infinity", "-Infinity", "INF", "+INF", "-INF"}
 
 
@@ -179,6 +179,38 @@ def _from_json(value: Any, typ: pa.DataType, tz: str) -> Any:
     raise OracleError(f"Spark cannot read the JSON value {value!r} as {typ}")
 
 
+def _csv_fields(line: str, path: str) -> list[str]:
+    """The fields of one line as Spark's CSV reader (univocity, default options: quote ``"``,
+    escape ``\\``) parses them: an unquoted field is its text (a backslash in it is literal); a
+    quoted one ends at a quote not escaped by a backslash, ``\\"`` in it is ``"`` and ``\\\\``
+    is ``\\``. A quoted field left open (Spark's default reader cuts a value at a line break:
+    ``multiLine`` reads it whole) or a quote not followed by the delimiter (RFC 4180's doubled
+    quote, which Spark keeps as it is) is what no writer for Spark can mean: OracleError."""
+    fields, i, n = [], 0, len(line)
+    while True:
+        if i < n and line[i] == '"':
+            value, i = [], i + 1
+            while i < n and line[i] != '"':
+                if line[i] == "\\" and i + 1 < n and line[i + 1] in '"\\':
+                    i += 1
+                value.append(line[i])
+                i += 1
+            if i >= n:
+                raise OracleError(f"{path}: a quoted value runs past a line break: {line!r}")
+            if i + 1 < n and line[i + 1] != ",":
+                raise OracleError(f"{path}: a quote inside a quoted value, not escaped: {line!r}")
+            fields.append("".join(value))
+            i += 1
+        else:
+            end = line.find(",", i)
+            end = n if end < 0 else end
+            fields.append(line[i:end])
+            i = end
+        if i >= n:
+            return fields
+        i += 1  # the delimiter
+
+
 def _read_part(fs: Any, path: str, fields: list[pa.Field], fmt: str, header: bool, tz: str) -> list:
     """The columns ``fields`` of one part file, as Spark reads it with a user schema."""
     with fs.open(path, "rb") as f:
@@ -200,18 +232,13 @@ def _read_part(fs: Any, path: str, fields: list[pa.Field], fmt: str, header: boo
             raise OracleError(f"{path}: a line is not a JSON object")
         cols = [[_from_json(r.get(f.name), f.type, tz) for r in rows] for f in fields]
     elif fmt == "csv":  # fields by position; "" (quoted or not) is null
-        names = [f.name for f in fields]
-        table = pcsv.read_csv(
-            pa.BufferReader(text.encode()),
-            read_options=pcsv.ReadOptions(column_names=names, skip_rows=int(header)),
-            convert_options=pcsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()), null_values=[""],
-                strings_can_be_null=True, quoted_strings_can_be_null=True,
-            ),
-        )  # fmt: skip
+        lines = [ln for ln in _LINES.split(text) if ln.strip(_JAVA_BLANK)]  # blank lines skipped
+        rows = [_csv_fields(ln, path) for ln in lines[int(header) :]]  # the first: the header
+        if any(len(row) != len(fields) for row in rows):
+            raise OracleError(f"{path}: a line has not {len(fields)} fields: Spark pads or cuts it")
         cols = [
-            [v if v is None else _from_text(v, f.type, tz, True) for v in table[f.name].to_pylist()]
-            for f in fields
+            [_from_text(r[i], f.type, tz, True) if r[i] else None for r in rows]
+            for i, f in enumerate(fields)
         ]
     else:
         raise OracleError(f"unknown format {fmt!r}")

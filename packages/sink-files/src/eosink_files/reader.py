@@ -128,7 +128,16 @@ def dataset(
     if fmt == "json":
         fmt_obj: Any = ds.JsonFileFormat()
     elif fmt == "csv":
-        fmt_obj = ds.CsvFileFormat()
+        import pyarrow.csv as pcsv
+
+        # as Spark's writer (and the sink) quote and escape: a backslash, never a doubled
+        # quote; a line break only inside quotes. An empty field reads as null, as in Spark.
+        fmt_obj = ds.CsvFileFormat(
+            parse_options=pcsv.ParseOptions(
+                escape_char="\\", double_quote=False, newlines_in_values=True
+            ),
+            convert_options=pcsv.ConvertOptions(strings_can_be_null=True),
+        )
     else:
         fmt_obj = ds.ParquetFileFormat()
     if store.kind() == "file":

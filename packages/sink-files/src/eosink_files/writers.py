@@ -150,13 +150,9 @@ class PartFile:
                 use_dictionary=dictionary_columns(first),
             )
         elif fmt == "csv":
-            import pyarrow.csv as pcsv
-
-            self.writer = pcsv.CSVWriter(
-                self._out,
-                csv_schema(self.schema),
-                write_options=pcsv.WriteOptions(include_header=self.options.csv_header),
-            )
+            self.writer = None
+            if self.options.csv_header:
+                self._out.write(csv_header(self.schema))
         else:
             self.writer = None
 
@@ -166,7 +162,8 @@ class PartFile:
         if fmt == "parquet":
             self.writer.write_table(table, row_group_size=max(table.num_rows, 1))
         elif fmt == "csv":
-            self.writer.write_table(csv_table(table))
+            for chunk in csv_lines(table):
+                self._out.write(chunk)
         else:
             self._out.write(json_lines(table))
 
@@ -218,6 +215,107 @@ def csv_table(table: pa.Table) -> pa.Table:
                 column = pc.replace_substring_regex(column, pattern, java)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=csv_schema(table.schema))
+
+
+#: A value Spark's CSV writer quotes: it holds the delimiter, a quote or a line break, or is
+#: empty (``""``, told from null, which is nothing). Beyond Spark's writer, a value holding a
+#: backslash, or starting or ending with a character up to ``' '`` (see :func:`csv_fields`).
+_CSV_QUOTED = r'[,"\r\n\\]|^$|^[\x00-\x20]|[\x00-\x20]$'
+
+
+def _text(value: str) -> pa.Scalar:
+    """A text scalar of the type of :func:`csv_fields`'s texts (large: a file's worth of text
+    may pass 2 GiB, a ``string`` array's limit)."""
+    return pa.scalar(value, pa.large_string())
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    if pa.types.is_dictionary(typ):
+        return _is_text(typ.value_type)
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_string_view(typ)
+
+
+def csv_fields(column: pa.ChunkedArray | pa.Array, first: bool) -> pa.ChunkedArray | pa.Array:
+    """The text of each value of a text column as Spark's CSV writer writes it (default options:
+    quote ``"``, escape ``\\``, escapeQuotes, no quoteAll); null is an empty field.
+
+    Spark's reader does not take RFC 4180's doubled quote (``"a""b"`` reads as ``"a""b"``) but
+    the backslash escape its writer writes, so the text is the writer's (univocity's
+    ``CsvWriter``): a value holding ``,``, ``"``, ``\\n`` or ``\\r``, an empty one, and one
+    starting with ``#`` in the first field (univocity's comment character) are quoted, with
+    ``\\`` and ``"`` inside escaped by a backslash. Two rules are not Spark's. Spark's writer
+    leaves a backslash in a value it does not quote as it is (its reader takes it literally
+    there); the sink quotes such a value, so that every backslash in its files is an escaped
+    one, which Spark's reader reads the same and readers that take the backslash for an escape
+    everywhere (pyarrow's, :mod:`eosink_files.reader`) read right. And Spark's writer trims
+    every character up to ``' '`` off both ends of a value (``ignoreLeading/TrailingWhiteSpace``,
+    true on write), so ``" a "`` would read back as ``"a"`` and ``" "`` as null; the sink quotes
+    such a value instead, which Spark's reader reads back unchanged.
+    """
+    import pyarrow.compute as pc
+
+    column = pc.cast(column, pa.large_string())
+    quoted = pc.match_substring_regex(column, _CSV_QUOTED)
+    if first:
+        quoted = pc.or_(quoted, pc.starts_with(column, "#"))
+    if not pc.any(quoted).as_py():  # the common case: every value as it is
+        return pc.fill_null(column, _text(""))
+    escaped = pc.replace_substring_regex(column, r'(["\\])', r"\\\1")
+    quote, empty = _text('"'), _text("")
+    text = pc.if_else(quoted, pc.binary_join_element_wise(quote, escaped, quote, empty), column)
+    return pc.fill_null(text, empty)
+
+
+def _csv_row_texts(table: pa.Table) -> pa.ChunkedArray | pa.Array:
+    """Each row's line: its fields joined by ``,`` and a ``\\n`` (after the last field, which
+    copies one column rather than every line once more), floats as Java prints them
+    (:func:`csv_table`), other values as pyarrow prints them (its CSV writer's text: a cast to
+    string)."""
+    import pyarrow.compute as pc
+
+    table = csv_table(table)
+    fields = []
+    for i, (column, typ) in enumerate(zip(table.columns, table.schema.types)):
+        if _is_text(typ):
+            text = csv_fields(column, first=i == 0)
+        else:
+            text = pc.fill_null(pc.cast(column, pa.large_string()), "")
+        if table.num_columns == 1:
+            # Spark's writer writes a row of one null as an empty line, which its reader skips:
+            # the row would be lost. "" reads back as null and keeps the row.
+            text = pc.if_else(pc.is_null(column), _text('""'), text)
+        fields.append(text)
+    fields[-1] = pc.binary_join_element_wise(fields[-1], _text(""), _text("\n"))
+    return pc.binary_join_element_wise(*fields, _text(","))
+
+
+def csv_lines(table: pa.Table) -> list[pa.Buffer]:
+    """The CSV text of ``table``'s rows, one line each (``\\n`` after each, as Spark writes on
+    Linux), as buffers to write in order: Arrow's text, never copied row by row."""
+    if table.num_rows == 0 or table.num_columns == 0:
+        return []
+    rows = _csv_row_texts(table)
+    chunks = rows.chunks if isinstance(rows, pa.ChunkedArray) else [rows]
+    out = []
+    for chunk in chunks:
+        if len(chunk):  # the text between the chunk's first and last offsets (int64: large)
+            _, offsets, data = chunk.buffers()
+            ends = pa.Array.from_buffers(
+                pa.int64(), len(chunk) + 1, [None, offsets], 0, chunk.offset
+            )
+            start, end = ends[0].as_py(), ends[-1].as_py()
+            out.append(data.slice(start, end - start))
+    return out
+
+
+def csv_header(schema: pa.Schema) -> bytes:
+    """The header line: the column names quoted as values are (Spark writes the header through
+    the same writer)."""
+    names = [
+        csv_fields(pa.array([f.name], pa.large_string()), first=i == 0)[0].as_py()
+        for i, f in enumerate(schema)
+    ]
+    return (",".join(names) + "\n").encode("utf-8") if names else b""
 
 
 def unsupported_csv_type(typ: pa.DataType) -> str | None:
