@@ -292,9 +292,10 @@ def test_a_keys_row_moves_to_another_partition(catalog):
 
 @pytest.mark.parametrize("transform", ["bucket(4, region)", "truncate(1, region)"])
 def test_a_file_partly_replaced_under_a_transform_is_rewritten(catalog, transform):
-    """The rows a batch does not replace are written again in their partition, which
-    pyiceberg computes for a transform with pyiceberg-core (without it, the commit failed
-    with ``NotInstalledError``: the kit's keyed histories found it on a ``bucket`` spec)."""
+    """The rows a batch does not replace are written again in their partition under the
+    transform (when pyiceberg's writer wrote them, it needed pyiceberg-core for it: without,
+    the commit failed with ``NotInstalledError``, found by the kit's keyed histories on a
+    ``bucket`` spec)."""
     sink = upsert_sink(catalog, partition_by=[transform])
     first = kv([1, 2, 3, 4], "a", region=pa.array(["eu", "eu", "eu", "us"]))
     assert run(sink, 0, [first]).status == "committed"
@@ -469,10 +470,23 @@ def test_files_rewritten_for_a_commit_that_lost_the_race_are_not_left_behind(
     assert data_files(tmp_path) == referenced
 
 
-def test_keep_snapshots_counts_the_snapshots_of_an_upsert_commit(catalog):
-    """An upsert commit adds up to three snapshots (the delete, the rewrite, the append), each
-    carrying the proof: with ``keep_snapshots=1`` the commit expires its own first ones, and
-    the table, its proof and replays stay right."""
+def test_each_batch_commits_one_snapshot(catalog):
+    """An upsert that drops and rewrites files, like a complete batch, commits one snapshot,
+    carrying the proof (pyiceberg's delete would add a delete and an overwrite snapshot before
+    the append: a history growing three times as fast as the batches)."""
+    sink = upsert_sink(catalog)
+    assert run(sink, 0, [kv([1, 2, 3], "a")]).status == "committed"
+    assert run(sink, 1, [kv([2], "b")]).status == "committed"  # a rewrite of batch 0's file
+    assert run(sink, 2, [kv([3, 4], "c")]).status == "committed"
+    snapshots = load(catalog).metadata.snapshots
+    assert [s.summary.operation.value for s in snapshots] == ["append", "overwrite", "overwrite"]
+    assert [s.summary["eosink.batch"] for s in snapshots] == ["0", "1", "2"]
+    assert values(catalog) == {1: "a1", 2: "b2", 3: "c3", 4: "c4"}
+
+
+def test_keep_snapshots_counts_batches(catalog):
+    """With ``keep_snapshots=1`` each commit expires the batch before it, and the table, its
+    proof and replays stay right."""
     sink = upsert_sink(catalog, keep_snapshots=1)
     assert run(sink, 0, [kv([1, 2, 3], "a")]).status == "committed"
     assert run(sink, 1, [kv([2], "b")]).status == "committed"  # a delete and a rewrite

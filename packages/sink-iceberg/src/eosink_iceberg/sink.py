@@ -63,6 +63,7 @@ from eosink_iceberg.proof import (
     summary,
 )
 from eosink_iceberg.schema import check_schema, iceberg_schema
+from eosink_iceberg.transaction import SinkTransaction, replace_rows
 from eosink_iceberg.upsert import batch_keys, check_batch_keys, check_key_columns, match_filter
 
 log = get_logger("eosink.iceberg")
@@ -287,9 +288,10 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         marker: CommitMarker | None = None,
         replaced: Any = None,
     ) -> bool:
-        """One catalog commit: (complete mode: every current file deleted; upsert: the rows
-        ``replaced`` matches deleted,) the files appended in a snapshot whose summary holds
-        the proof, and the writer's proof property.
+        """One catalog commit: one snapshot whose summary holds the proof, appending the
+        files (complete mode: every current file dropped; upsert: the rows ``replaced``
+        matches dropped, the files holding them rewritten: :mod:`eosink_iceberg.transaction`),
+        and the writer's proof property.
 
         False when it lost a race (nothing of it landed: the catalog refused it)."""
         from pyiceberg.exceptions import CommitFailedException
@@ -310,24 +312,36 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             catalog=table.catalog,
         )
         properties = summary(proof, state.attempt)
-        txn = quiet.transaction()
+        txn = SinkTransaction(quiet)
         txn.set_properties({property_key(ctx.writer_id): stored.to_json()})
-        if table.metadata.current_snapshot() is not None:
-            if ctx.mode == "complete":
-                txn.delete(AlwaysTrue(), snapshot_properties=properties)
-            elif replaced is not None:
-                txn.delete(replaced, snapshot_properties=properties)
+        row_filter = AlwaysTrue() if ctx.mode == "complete" else replaced
+        replacement = None
+        if row_filter is not None and table.metadata.current_snapshot() is not None:
+            replacement = replace_rows(
+                quiet,
+                row_filter,
+                prefix=f"eosink-{state.attempt}-kept-{uuid.uuid4().hex[:12]}",
+                compression=self.options.compression.lower(),
+                row_group_rows=self.options.row_group_rows,
+            )
+        # the rows a rewrite kept: a refused commit deletes them
+        rewrites = [f.file_path for f in replacement.kept] if replacement else []
         snapshot = txn.update_snapshot(snapshot_properties=properties)
-        with snapshot.merge_append() if merges_manifests(table) else snapshot.fast_append() as add:
-            for f in files:
-                add.append_data_file(f.data_file())
+        if replacement is not None and replacement.dropped:
+            with snapshot.overwrite() as write:
+                for dropped in replacement.dropped:
+                    write.delete_data_file(dropped)
+                for added in [*replacement.kept, *(f.data_file() for f in files)]:
+                    write.append_data_file(added)
+        else:
+            appends = snapshot.merge_append() if merges_manifests(table) else snapshot.fast_append()
+            with appends as add:
+                for f in files:
+                    add.append_data_file(f.data_file())
         if self.options.keep_snapshots:
             expire_beyond(
                 txn, self.options.keep_snapshots, guard=checks_requirements_itself(table.catalog)
             )
-        # the files pyiceberg's copy-on-write delete wrote, listed now: a refused commit
-        # deletes the manifests that name them
-        rewrites = self._rewrites(table, txn, files) if replaced is not None else []
         crash_point("commit:checked")
         if marker is not None:
             marker.before_send(state.attempt, state.table_uuid)
@@ -344,28 +358,9 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             marker.known()
         return True
 
-    def _rewrites(self, table: Any, txn: Any, files: list[IcebergFile]) -> list[str]:
-        """The data files the transaction's copy-on-write delete wrote (the rows it kept of
-        files it rewrote): those its new snapshots add, the batch's own files aside. Only the
-        manifests the transaction wrote are read."""
-        ours = {f.path for f in files}
-        before = {s.snapshot_id for s in table.metadata.snapshots}
-        paths = []
-        for snapshot in txn.table_metadata.snapshots:
-            if snapshot.snapshot_id in before:
-                continue
-            for manifest in snapshot.manifests(table.io):
-                if manifest.added_snapshot_id != snapshot.snapshot_id:
-                    continue
-                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                    path = entry.data_file.file_path
-                    if entry.snapshot_id == snapshot.snapshot_id and path not in ours:
-                        paths.append(path)
-        return paths
-
     def _delete_rewrites(self, io: Any, paths: list[str]) -> None:
-        """Delete the files a refused plan rewrote: no snapshot will ever list them, and their
-        names are pyiceberg's, which ``eosink cleanup`` leaves alone. The refusal is certain
+        """Delete the files a refused plan rewrote: no snapshot will ever list them (``eosink
+        cleanup`` would find them, but only once past its age threshold). The refusal is certain
         (``CommitFailedException``): nothing can commit them later; the next plan, on the new
         head, rewrites what it needs anew. A file that cannot be deleted stays an orphan, as
         after a crash between plan and commit."""

@@ -4,12 +4,14 @@ same key, in the catalog commit that appends them and records the proof.
 The executors stage the batch's files as for an append. At commit the driver reads the key
 columns of those files (:func:`batch_keys`: the batch's keys, never the table's), refuses a
 null key or two rows on one key (which one would win is Spark's partitioning, not the query),
-and the commit's transaction deletes the table's rows matching :func:`match_filter` before it
-appends the files: pyiceberg's copy-on-write delete drops the files whose rows all match and
-rewrites the others, pruning by partition values and column bounds, so a batch costs its own
-rows plus the files that may hold its keys. The transaction asserts the branch head it was
-planned on: a concurrent commit makes it fail, and it is planned again on the new head (never
-a lost update); the files the refused plan rewrote are deleted (:mod:`eosink_iceberg.sink`).
+and the commit replaces the table's rows matching :func:`match_filter` in the snapshot that
+appends the files (:func:`eosink_iceberg.transaction.replace_rows`: copy-on-write, the files
+whose rows all match dropped, the others rewritten with the rows they keep, pruning by
+partition values and column bounds), so a batch costs its own rows plus the files that may
+hold its keys. The transaction asserts the branch head it was planned on: a concurrent commit
+makes it fail, and it is planned again on the new head (never a lost update); the files the
+refused plan rewrote are deleted
+(:mod:`eosink_iceberg.sink`).
 """
 
 from __future__ import annotations
