@@ -56,8 +56,6 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import strategies as st
 import test_simulation
-from eosink_files.sink import FilesSink
-from files_helpers import run
 from spark_manifest_oracle import OracleError, folder_format, read_committed
 
 from eosink.spark.session import session_conf
