@@ -22,7 +22,6 @@ def test_odd_values_read_back_by_the_package_reader(tmp_path):
     assert sorted((r["id"], r["s"]) for r in got) == want
 
 
-
 def test_odd_values_without_line_breaks_read_back_by_the_oracle(tmp_path):
     """The oracle reads as Spark's reader with its default options, which cuts a value at a
     line break (``multiLine`` reads it whole)."""
