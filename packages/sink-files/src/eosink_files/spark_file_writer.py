@@ -72,6 +72,10 @@ def stage(
     spark_options = {"compression": SPARK_CODECS.get(options.codec, options.codec)}
     if options.format == "csv":
         spark_options["header"] = str(options.csv_header).lower()
+        # Spark's CSV writer trims blank ends off every value by default (" a" read back as
+        # "a"); the arrow writer keeps them, and so does this one
+        spark_options["ignoreLeadingWhiteSpace"] = "false"
+        spark_options["ignoreTrailingWhiteSpace"] = "false"
     staging = f"{STAGING_DIR}/{attempt}"
     moved: list[WrittenFile] = []
     try:
