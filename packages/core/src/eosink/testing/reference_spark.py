@@ -15,6 +15,9 @@ rows back as plain JSON values (:func:`eosink.testing.reference_spark_main.plain
     )
     ids = [row["id"] for row in results[0].rows]
 
+A :class:`Stream` step runs a streaming query of the engine's own sink over a folder of files
+to the end of its input (a user's streaming job beside eosink's).
+
 One call is one process and one JVM (a start costs ~10 s on these machines): a test hands
 every step it needs at once, and they run in order in one session. The JVM maps the archive of
 its Spark's classes (:mod:`eosink.testing.spark_class_archive`), written by the environment's
@@ -63,6 +66,31 @@ class Sql:
 
 
 @attrs.frozen
+class Stream:
+    """A streaming query of the engine's own sink over a folder of files, to the end of its
+    input (``trigger(availableNow=True)``): ``spark.readStream.format(format)`` with ``schema``
+    and ``options`` from ``source``, ``writeStream.format(sink)`` into the catalog table
+    ``table``, its checkpoint at ``checkpoint``. Its rows: one per micro-batch it ran
+    (``id``, ``runId``, ``batchId``, ``numInputRows``)."""
+
+    source: str
+    table: str
+    checkpoint: str
+    schema: str | None = None
+    format: str = "json"
+    sink: str = "iceberg"
+    options: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def _request_step(step: Read | Sql | Stream) -> dict[str, Any]:
+    if isinstance(step, Sql):
+        return {"sql": step.statement}
+    if isinstance(step, Stream):
+        return {"stream": attrs.asdict(step)}
+    return {"read": attrs.asdict(step)}
+
+
+@attrs.frozen
 class StepResult:
     rows: list[dict[str, Any]] | None
     error: str | None
@@ -93,7 +121,7 @@ def spark_python(version: str) -> str:
 def run_reference(
     version: str,
     jar_sets: Sequence[str],
-    steps: Sequence[Read | Sql],
+    steps: Sequence[Read | Sql | Stream],
     conf: Mapping[str, str] | None = None,
 ) -> list[StepResult]:
     """Run ``steps`` in order in one session of Spark ``version`` with the jars of
@@ -112,10 +140,7 @@ def run_reference(
             "conf": {**(conf or {}), "spark.jars": ",".join(paths)},
             "java_options": java_options,
             "archive_to": archive_to,
-            "steps": [
-                {"sql": s.statement} if isinstance(s, Sql) else {"read": attrs.asdict(s)}
-                for s in steps
-            ],
+            "steps": [_request_step(s) for s in steps],
         }
         request_path, result_path = os.path.join(work, "request"), os.path.join(work, "result")
         with open(request_path, "w") as f:

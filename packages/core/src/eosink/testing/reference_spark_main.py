@@ -5,8 +5,10 @@ pyspark and the standard library only.
     python reference_spark_main.py REQUEST.json RESULT.json
 
 The request holds the session's settings (``conf``, ``spark.jars`` among them) and the steps,
-run in order in one session: ``{"sql": ...}`` or ``{"read": {"format", "path", "where",
-"options"}}``. The result holds, per step, its rows as plain JSON values, or its error.
+run in order in one session: ``{"sql": ...}``, ``{"read": {"format", "path", "where",
+"options"}}`` or ``{"stream": {"format", "schema", "source", "options", "sink", "table",
+"checkpoint"}}`` (:func:`run_stream`). The result holds, per step, its rows as plain JSON values,
+or its error.
 """
 
 from __future__ import annotations
@@ -62,7 +64,40 @@ def session(conf: dict[str, str], java_options: str) -> Any:
     return spark
 
 
+def run_stream(spark: Any, stream: dict[str, Any]) -> list[dict[str, Any]]:
+    """A streaming query of the engine's own sink, run to the end of its input: files of
+    ``format`` (read with ``schema`` and ``options``, e.g. ``maxFilesPerTrigger``) from the
+    folder ``source``, written by ``writeStream.format(sink)`` into the catalog table ``table``,
+    its checkpoint at ``checkpoint``, with ``trigger(availableNow=True)``: it processes what its
+    checkpoint has not (a batch the checkpoint's offsets hold but its commits do not, again
+    first), then stops. Its rows: one per micro-batch it ran (the query's id and run id, the
+    batch id, its input rows); a failed query's error is the step's error."""
+    reader = spark.readStream.format(stream["format"]).options(**stream.get("options", {}))
+    if stream.get("schema"):
+        reader = reader.schema(stream["schema"])
+    query = (
+        reader.load(stream["source"])
+        .writeStream.format(stream["sink"])
+        .outputMode("append")
+        .option("checkpointLocation", stream["checkpoint"])
+        .trigger(availableNow=True)
+        .toTable(stream["table"])
+    )
+    query.awaitTermination()
+    return [
+        {
+            "id": str(query.id),
+            "runId": str(query.runId),
+            "batchId": progress.batchId,
+            "numInputRows": progress.numInputRows,
+        }
+        for progress in query.recentProgress
+    ]
+
+
 def run_step(spark: Any, step: dict[str, Any]) -> list[dict[str, Any]]:
+    if "stream" in step:
+        return run_stream(spark, step["stream"])
     if "sql" in step:
         frame = spark.sql(step["sql"])
     else:
