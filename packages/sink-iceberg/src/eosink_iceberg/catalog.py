@@ -14,6 +14,7 @@ from typing import Any
 from eosink.plugin import ConfigurationError, SinkError
 from eosink.options import secret_values
 
+from eosink_iceberg.avro_doubles import use_exact_doubles
 from eosink_iceberg.options import IcebergOptions, mask_uri, query_secrets
 
 _CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
@@ -37,6 +38,8 @@ def scrub(text: str, options: IcebergOptions) -> str:
 def catalog_of(options: IcebergOptions) -> Any:
     """The pyiceberg catalog the options describe (cached per process)."""
     from pyiceberg.catalog import load_catalog
+
+    use_exact_doubles()  # before any manifest is read (module doc of avro_doubles)
 
     key = (options.catalog_name, tuple(sorted(options.catalog.items())))
     with _LOCK:

@@ -13,60 +13,41 @@ the table's current spec and schema, NaN and ``-0.0`` partitions, float bounds a
 as for the batch's files) under ``eosink-`` names, which ``eosink cleanup`` removes if the
 commit never lands.
 
-NaN partitions: pyiceberg's snapshot producer finds the manifests of the files a snapshot drops
-by a predicate it builds from their partition values (``Transaction._build_partition_predicate``),
-``EqualTo(field, value)``, which refuses NaN ("Cannot create expression literal from NaN"): a
-batch dropping a file of a NaN partition failed, and so did every rerun of it.
-:class:`SinkTransaction` matches such a value with ``IsNaN`` (a null one with ``IsNull``).
+Dropping a file by its entry: pyiceberg's snapshot producer first narrows the manifests to
+read to those whose partition summaries may hold the dropped files' partition values, by a
+predicate it builds from those values (``Transaction._build_partition_predicate``). Those
+values, read back from the manifests, are not always the values: ``EqualTo`` refuses NaN
+("Cannot create expression literal from NaN": a batch dropping a file of a NaN partition failed,
+and so did every rerun of it), and pyiceberg 0.12 reads a double partition value below a
+float's range back as ±0.0, which the manifest's own summary (the true value) excludes: the
+file is not found and the commit fails ("Missing required files to delete"). The entries are
+matched by path; :class:`SinkTransaction` reads every manifest of the parent snapshot for
+them (a complete batch drops every file, so reads every manifest anyway; an upsert's scan has
+read those its filter keeps).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.expressions import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
-    BooleanExpression,
-    EqualTo,
-    IsNaN,
-    IsNull,
-    Or,
-    Reference,
-)
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.table import Transaction
 
 from eosink_iceberg.files import PartitionWriter, TableLayout
 
 
 class SinkTransaction(Transaction):
-    """pyiceberg's ``Transaction``, whose snapshots can drop files of NaN partitions."""
+    """pyiceberg's ``Transaction``, whose snapshots find the files they drop in every manifest
+    (module doc)."""
 
     def _build_partition_predicate(
         self, partition_records: set[Any], partition_fields: list[str]
     ) -> BooleanExpression:
-        """Any of the partitions: per partition, each field equal to its value (``IsNaN`` for
-        NaN, ``IsNull`` for null)."""
-        if not partition_records or not partition_fields:
-            return AlwaysFalse()  # as pyiceberg's: the partition filter then matches nothing more
-        terms = []
-        for record in partition_records:
-            fields = [_equal(Reference(n), record[i]) for i, n in enumerate(partition_fields)]
-            terms.append(And(*fields) if len(fields) > 1 else fields[0])
-        return Or(*terms) if len(terms) > 1 else terms[0]
-
-
-def _equal(field: Reference, value: Any) -> BooleanExpression:
-    if value is None:
-        return IsNull(field)
-    if isinstance(value, float) and math.isnan(value):
-        return IsNaN(field)
-    return EqualTo(field, value)
+        """Every manifest may hold a dropped file, whatever its partition values read as."""
+        return AlwaysTrue()
 
 
 @attrs.frozen
