@@ -95,3 +95,16 @@ def test_an_error_while_planning_reaches_the_user_as_itself(tmp_path):
         shipped.write(iter([pa.record_batch({"id": pa.array([1], pa.int64())})]))
     assert any("planned the batch" in note for note in info.value.__notes__)
     assert read_rows(str(tmp_path / "out.db")) == []
+
+
+def test_a_named_querys_name_is_not_taken_for_a_sink_option(tmp_path):
+    """``writeStream.queryName("orders")`` hands the data source Spark's option ``queryName``:
+    every named query through any sink's data-source door failed with "unknown option
+    'queryname'" (found by Delta's streaming sink beside eosink-delta)."""
+    checkpoint = checkpoint_at(tmp_path, 0)
+    options = {"writerId": "w", "path": str(tmp_path / "out.db"), "queryName": "orders"}
+    named = EosinkStreamWriter(
+        "sqlite", {**options, "checkpointLocation": checkpoint}, False, SCHEMA
+    )
+    named.commit(task_messages(named, [[1]]), 0)
+    assert [r["id"] for r in read_rows(str(tmp_path / "out.db"))] == [1]

@@ -67,8 +67,9 @@ from eosink.spark.executor_env import check_executors
 
 log = get_logger("eosink")
 
-#: Options the core consumes; all others belong to the sink.
-CORE_OPTIONS = {"writerid", "fingerprint", "version", "checkpointlocation"}
+#: Options the core consumes, or Spark's own (``queryName``: ``DataStreamWriter.queryName``
+#: hands it to the data source); all others belong to the sink.
+CORE_OPTIONS = {"writerid", "fingerprint", "version", "checkpointlocation", "queryname"}
 
 
 @dataclass
