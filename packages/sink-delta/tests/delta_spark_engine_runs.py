@@ -17,22 +17,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 import threading
 import time
-import traceback
 from typing import Any, Callable
 
-#: Delta 4.4's session, as its documentation sets one up, kept small for one local test JVM:
-#: one snapshot partition instead of 50, no progress bars.
-DELTA_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    "spark.databricks.delta.snapshotPartitions": "1",
-    "spark.sql.shuffle.partitions": "1",
-    "spark.ui.showConsoleProgress": "false",
-}
+from delta_spark_process import error_of, serve
+
 #: The SQL settings Delta's MERGE takes its txn and commit metadata from.
 TXN_SETTINGS = (
     "spark.databricks.delta.write.txnAppId",
@@ -49,10 +39,6 @@ def plain(value: Any) -> Any:
 
 def rows_of(frame: Any) -> list[dict[str, Any]]:
     return [plain(r) for r in frame.collect()]
-
-
-def error_of(error: BaseException) -> dict[str, str]:
-    return {"type": type(error).__name__, "message": str(error)[:3000]}
 
 
 def outcome(call: Callable[[], Any]) -> dict[str, Any]:
@@ -464,40 +450,11 @@ SCENARIOS: dict[str, Callable[[Any, str], dict[str, Any]]] = {
 }
 
 
-def run(spark: Any, name: str, root: str) -> dict[str, Any]:
-    folder = os.path.join(root, name)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    started = time.monotonic()
-    try:
-        if name.startswith("feature:"):
-            result = feature(spark, folder, name.split(":", 1)[1])
-        else:
-            result = SCENARIOS[name](spark, folder)
-    except Exception as error:  # noqa: BLE001 - the parent judges it
-        result = {"failed": error_of(error), "traceback": traceback.format_exc()[-6000:]}
-    result["seconds"] = round(time.monotonic() - started, 1)
-    return result
-
-
-def main(request_path: str, result_path: str) -> None:
-    with open(request_path) as f:
-        request = json.load(f)
-    sys.path.extend(p for p in request["sys_path"] if p not in sys.path)
-    from eosink.testing.jvm import spark_jars
-    from eosink.testing.spark import local_spark
-
-    started = time.monotonic()
-    spark = local_spark(**spark_jars("delta"), **DELTA_CONF)
-    spark.sparkContext.setLogLevel("ERROR")
-    results: dict[str, Any] = {"pyspark": spark.version, "start_s": time.monotonic() - started}
-    for name in request["scenarios"]:
-        results[name] = run(spark, name, request["root"])
-    results["total_s"] = time.monotonic() - started
-    with open(result_path, "w") as f:
-        json.dump(results, f)
-    spark.stop()
+def run(spark: Any, name: str, folder: str) -> dict[str, Any]:
+    if name.startswith("feature:"):
+        return feature(spark, folder, name.split(":", 1)[1])
+    return SCENARIOS[name](spark, folder)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    serve(run)

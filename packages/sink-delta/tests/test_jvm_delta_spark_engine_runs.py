@@ -13,60 +13,23 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import delta_spark_engine_runs as runs_main
 import pytest
+from delta_spark_process import run_scenarios, scenario
 from deltalake import DeltaTable
 from delta_helpers import txns
 
-from eosink.testing.reference_spark import FOREIGN_ENV, RUN_TIMEOUT_S, spark_python
 
-DELTA_SPARK_VERSION = "4.2.0"
 FEATURES = sorted(runs_main.FEATURES)
 SCENARIOS = [*runs_main.SCENARIOS, *(f"feature:{f}" for f in FEATURES)]
-
-
-def import_path() -> list[str]:
-    """This process's import path for the engine's process, absolute: under Pants the sources'
-    entries are relative to the sandbox, and the engine's process runs in a folder of its own."""
-    return [os.path.abspath(p) for p in sys.path if p]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every scenario, in one process of Spark 4.2 with Delta's jars."""
-    root = tmp_path_factory.mktemp("engine-runs")
-    python = spark_python(DELTA_SPARK_VERSION)
-    request, result = root / "request.json", root / "result.json"
-    request.write_text(
-        json.dumps({"scenarios": SCENARIOS, "root": str(root), "sys_path": import_path()})
-    )
-    env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV and not k.startswith("PEX")}
-    env.update({"PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1", "TZ": "UTC"})
-    done = subprocess.run(
-        [python, runs_main.__file__, str(request), str(result)],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=root,
-        check=False,
-    )
-    if done.returncode != 0 or not result.exists():
-        raise AssertionError(
-            f"the engine's process failed ({done.returncode}):\n{done.stderr[-6000:]}"
-        )
-    out = json.loads(result.read_text())
-    assert out["pyspark"] == DELTA_SPARK_VERSION
-    return out
-
-
-def scenario(runs, name):
-    result = runs[name]
-    assert "failed" not in result, f"{result['failed']}\n{result.get('traceback', '')}"
-    return result
+    root = str(tmp_path_factory.mktemp("engine-runs"))
+    return run_scenarios(runs_main.__file__, SCENARIOS, root)
 
 
 def refused(step, *fragments):
