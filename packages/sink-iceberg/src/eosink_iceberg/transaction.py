@@ -18,9 +18,10 @@ read to those whose partition summaries may hold the dropped files' partition va
 predicate it builds from those values (``Transaction._build_partition_predicate``). Those
 values, read back from the manifests, are not always the values: ``EqualTo`` refuses NaN
 ("Cannot create expression literal from NaN": a batch dropping a file of a NaN partition failed,
-and so did every rerun of it), and pyiceberg 0.12 reads a double partition value below a
-float's range back as ±0.0, which the manifest's own summary (the true value) excludes: the
-file is not found and the commit fails ("Missing required files to delete"). The entries are
+and so did every rerun of it), and pyiceberg 0.12's compiled decoder reads a double partition
+value through a 32-bit float (:mod:`eosink_iceberg.avro_doubles`: -2.26e-276 as -0.0), which
+the manifest's own summary (the true value) excludes: the file is not found and the commit
+fails ("Missing required files to delete"). The entries are
 matched by path; :class:`SinkTransaction` reads every manifest of the parent snapshot for
 them (a complete batch drops every file, so reads every manifest anyway; an upsert's scan has
 read those its filter keeps).
