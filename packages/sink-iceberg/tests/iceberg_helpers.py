@@ -124,3 +124,19 @@ def read_checked(catalog: dict[str, str], table: str = TABLE) -> pa.Table | list
         assert sorted(other.column("id").to_pylist()) == sorted(rows_.column("id").to_pylist())
     assert other.num_rows == rows_.num_rows, (other.num_rows, rows_.num_rows)
     return rows_
+
+
+def spark_session_conf(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """Iceberg's Spark runtime on the catalog of :func:`catalog_properties` (``folder``): its SQL
+    extensions and the catalog ``eosink``, Iceberg's JDBC catalog on the SQL catalog's SQLite
+    file, as a user points Spark at pyiceberg's catalog."""
+    prefix = "spark.sql.catalog.eosink"
+    return {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"{prefix}.uri": f"jdbc:sqlite:{folder}/catalog.db",
+        f"{prefix}.warehouse": f"file://{folder}/warehouse",
+        # pyiceberg's SQL catalog has the column of views (iceberg_type): the schema's V1
+        f"{prefix}.jdbc.schema-version": "V1",
+    }

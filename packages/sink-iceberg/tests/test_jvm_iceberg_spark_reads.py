@@ -40,7 +40,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from eosink_iceberg.sink import IcebergSink
-from iceberg_helpers import catalog_properties, duckdb_connection, load, make_namespace, run
+from iceberg_helpers import (
+    catalog_properties,
+    duckdb_connection,
+    load,
+    make_namespace,
+    run,
+    spark_session_conf,
+)
 
 from eosink.testing.arrow_data import WIDE_STRINGS
 from eosink.testing.faults import BeforeCommit
@@ -53,21 +60,6 @@ NAN, INF = float("nan"), float("inf")
 ICEBERG_SPARK_VERSION = "4.1.4"
 #: The rows of one batch, the batches of a table.
 ROWS, BATCHES = 6, 3
-
-
-def session(folder: Path) -> dict[str, str]:
-    """A Spark session with Iceberg's SQL extensions and the catalog ``eosink``: Iceberg's JDBC
-    catalog on the SQL catalog's SQLite file, as a user points Spark at pyiceberg's catalog."""
-    prefix = "spark.sql.catalog.eosink"
-    return {
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"{prefix}.uri": f"jdbc:sqlite:{folder}/catalog.db",
-        f"{prefix}.warehouse": f"file://{folder}/warehouse",
-        # pyiceberg's SQL catalog has the column of views (iceberg_type): the schema's V1
-        f"{prefix}.jdbc.schema-version": "V1",
-    }
 
 
 def wide_batch(batch: int, n: int = ROWS) -> pa.RecordBatch:
@@ -491,7 +483,7 @@ def maintained_by_icebergs_procedures(catalog: dict[str, str]) -> Written:
         ),
         Sql(f"CALL eosink.system.remove_orphan_files(table => '{written.table}')"),
     ]
-    conf = session(Path(catalog["uri"].removeprefix("sqlite:///")).parent)
+    conf = spark_session_conf(Path(catalog["uri"].removeprefix("sqlite:///")).parent)
     results: list[Any] = []
     maintain = BeforeCommit(
         lambda: results.extend(run_reference(ICEBERG_SPARK_VERSION, ["iceberg"], steps, conf))
@@ -573,7 +565,9 @@ def spark_reads(folder, tables) -> dict[str, Any]:
             union(written.table, written.predicates()),
             union(written.twin, written.predicates()),
         ]
-    results = run_reference(ICEBERG_SPARK_VERSION, ["iceberg"], steps, conf=session(folder))
+    results = run_reference(
+        ICEBERG_SPARK_VERSION, ["iceberg"], steps, conf=spark_session_conf(folder)
+    )
     for step, result in zip(steps[:queries], results[:queries]):
         result.ok()  # the twins' writes: each must have worked
     out: dict[str, Any] = {"whole": {}, "eosink": {}, "iceberg": {}}

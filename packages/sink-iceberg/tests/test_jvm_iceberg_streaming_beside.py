@@ -46,7 +46,7 @@ import pyarrow as pa
 import pytest
 from eosink_iceberg.proof import property_key
 from eosink_iceberg.sink import IcebergSink
-from iceberg_helpers import TABLE, catalog_properties, load, make_namespace, run
+from iceberg_helpers import TABLE, catalog_properties, load, make_namespace, run, spark_session_conf
 
 from eosink.testing.faults import BeforeCommit
 from eosink.testing.reference_spark import Sql, StepResult, Stream, run_reference
@@ -61,20 +61,6 @@ ROWS = 4
 #: The ids of a writer's rows start here: a doubled or lost row names its writer and batch.
 BASE = {"I": 0, "E": 100_000}
 WRITER = "w"
-
-
-def session(folder: Path) -> dict[str, str]:
-    """Iceberg's SQL extensions and the catalog ``eosink``: Iceberg's JDBC catalog on the SQL
-    catalog's SQLite file (as in ``test_jvm_iceberg_spark_reads.py``)."""
-    prefix = "spark.sql.catalog.eosink"
-    return {
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-        f"{prefix}.uri": f"jdbc:sqlite:{folder}/catalog.db",
-        f"{prefix}.warehouse": f"file://{folder}/warehouse",
-        f"{prefix}.jdbc.schema-version": "V1",
-    }
 
 
 def ids(writer: str, batch: int) -> list[int]:
@@ -180,7 +166,7 @@ def story(tmp_path_factory) -> dict[str, Any]:
         TABLE,
         schema=pa.schema([("id", pa.int64()), ("src", pa.string()), ("batch", pa.int32())]),
     )
-    conf = session(folder)
+    conf = spark_session_conf(folder)
     stream = IcebergStream(folder)
     sink = IcebergSink(table=TABLE, catalog=catalog)
     out: dict[str, Any] = {"catalog": catalog, "runs": []}
