@@ -1,16 +1,10 @@
 """eosink's delta-spark engine on the Spark Delta's connector is built for, in a process of
 its own (one JVM for every scenario): the child of ``test_jvm_delta_spark_engine_runs.py``.
 
-The project's pyspark (4.3) cannot run Delta 4.4's code, so this runs on the python of
-``build-support/spark-env 4.2.0`` (pyspark 4.2 and py4j), with the parent's import path
-appended after that environment's own (eosink, deltalake, pyarrow... come from the parent; pyspark
-from 4.2's environment, which is searched first)::
-
-    python delta_spark_engine_runs.py REQUEST.json RESULT.json
-
-The request names the scenarios to run, a scratch folder and the parent's ``sys.path``; the
-result holds, per scenario, what it observed (plain JSON values) or the error it met. The
-parent judges.
+It runs on Spark 4.2 (``eosink.testing.spark_child``: pyspark 4.2 from
+``build-support/spark-env``, eosink and the rest from the parent's path), its ``run`` called
+per scenario in one session with Delta's jars and :data:`delta_spark_process.DELTA_CONF`; it
+reports what each scenario observed (plain JSON values) or the error it met. The parent judges.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from delta_spark_process import error_of, serve
+from eosink.testing.spark_child import error_of
 
 #: The SQL settings Delta's MERGE takes its txn and commit metadata from.
 TXN_SETTINGS = (
@@ -454,7 +448,3 @@ def run(spark: Any, name: str, folder: str) -> dict[str, Any]:
     if name.startswith("feature:"):
         return feature(spark, folder, name.split(":", 1)[1])
     return SCENARIOS[name](spark, folder)
-
-
-if __name__ == "__main__":
-    serve(run)

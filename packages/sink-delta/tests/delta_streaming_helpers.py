@@ -2,12 +2,10 @@
 connector is built for, in a process of its own (one JVM for every scenario): the child of
 ``test_jvm_delta_streaming_beside.py``.
 
-The project's pyspark (4.3) cannot run Delta 4.4's code, so this runs on the python of
-``build-support/spark-env 4.2.0`` (pyspark 4.2 and py4j), with the parent's import path
-appended after that environment's own, for the driver and for the Python workers (the
-data-source door writes from them)::
-
-    python delta_streaming_helpers.py REQUEST.json RESULT.json
+It runs on Spark 4.2 (``eosink.testing.spark_child``: pyspark 4.2 from
+``build-support/spark-env``, eosink and the rest from the parent's path), its ``run`` called
+per scenario in one session with Delta's jars, :data:`delta_spark_process.DELTA_CONF` and
+this module's ``CONF``.
 
 Each scenario drives file-source queries (one JSON file per micro-batch, so a batch and its
 replay hold the same rows) and reports, as plain JSON values, what it saw: the queries' ids,
@@ -22,7 +20,7 @@ import os
 import time
 from typing import Any, Callable
 
-from delta_spark_process import error_of, serve
+from eosink.testing.spark_child import error_of
 
 SCHEMA = "id long, src string, batch int"
 TRIGGER = "250 milliseconds"
@@ -396,6 +394,3 @@ CONF = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
 }
-
-if __name__ == "__main__":
-    serve(run, CONF)
