@@ -221,6 +221,9 @@ def tables(
                     "'Batches by rows': spark.sql.execution.arrow.maxBytesPerBatch set to "
                     "2147483647 for that query, which turns off the byte check Spark makes after "
                     "every row (eosink's foreachBatch paths do this for their own write).",
+                    "Every Parquet path writes snappy (Spark's default); eosink-iceberg too, "
+                    "though a table without write.parquet.compression-codec gets Iceberg's "
+                    "zstd, ~0.07 CPU s more per 1M rows.",
                 ),
             )
         )

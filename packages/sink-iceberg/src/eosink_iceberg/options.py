@@ -25,6 +25,10 @@ CATALOG_PREFIX = "catalog."
 FORMAT_VERSIONS = (1, 2)
 MODES = ("append", "upsert")
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "brotli", "none")
+#: The table property Iceberg's writers (Spark's, pyiceberg's) take their Parquet codec from,
+#: and its default there.
+CODEC_PROPERTY = "write.parquet.compression-codec"
+DEFAULT_CODEC = "zstd"
 
 
 #: A URL query's parameter: its separator, name and value.
@@ -137,7 +141,9 @@ class IcebergOptions:
     newest ``keep_snapshots`` (branch and tag heads always stay), so the table metadata, and
     with it each commit's cost, stops growing with the stream; 0 (the default) expires none.
     The proof is a table property: expiry never removes it.
-    ``compression``, ``row_group_rows`` shape the Parquet files.
+    ``compression``, ``row_group_rows`` shape the Parquet files; without ``compression`` the
+    table's ``write.parquet.compression-codec`` names the codec, as for Iceberg's own writers
+    (:func:`parquet_codec`).
     ``mode``: ``append`` (default) or ``upsert``: the batch's rows replace the table's rows of
     the same ``key`` (one or more columns) in the commit that appends them (the README's
     "Keyed upserts"; Spark's ``update`` output mode writes here).
@@ -158,7 +164,7 @@ class IcebergOptions:
     format_version: int = 2
     commit_retries: int = 8
     keep_snapshots: int = 0
-    compression: str = "zstd"
+    compression: str = ""  # "": the table's codec (parquet_codec)
     row_group_rows: int = 1_000_000
     mode: str = "append"
     key: tuple[str, ...] = attrs.field(default=(), converter=names)
@@ -189,7 +195,7 @@ class IcebergOptions:
                 f"sink 'iceberg': format_version {self.format_version} is not one this sink "
                 f"writes; use one of {', '.join(map(str, FORMAT_VERSIONS))}"
             )
-        if self.compression.lower() not in COMPRESSIONS:
+        if self.compression and self.compression.lower() not in COMPRESSIONS:
             raise ConfigurationError(
                 f"sink 'iceberg': compression {self.compression!r} is unknown; use one of "
                 f"{', '.join(COMPRESSIONS)}"
@@ -203,3 +209,20 @@ class IcebergOptions:
     @property
     def namespace(self) -> str:
         return self.table.rsplit(".", 1)[0]
+
+
+def parquet_codec(compression: str, properties: Mapping[str, str], table: str) -> str:
+    """The codec of the Parquet files a batch writes: the ``compression`` option when given,
+    else the table's ``write.parquet.compression-codec`` (Iceberg's default, zstd, when it sets
+    none): a table's owner sets the codec once for every writer of the table."""
+    if compression:
+        return compression.lower()
+    codec = properties.get(CODEC_PROPERTY, DEFAULT_CODEC).lower()
+    codec = "none" if codec == "uncompressed" else codec
+    if codec not in COMPRESSIONS:
+        raise ConfigurationError(
+            f"sink 'iceberg': table {table} sets {CODEC_PROPERTY} to {codec!r}, a codec this "
+            f"sink does not write; set option compression (one of {', '.join(COMPRESSIONS)}) "
+            "or the table's property to one of them. Nothing was written."
+        )
+    return codec

@@ -52,7 +52,12 @@ from eosink_iceberg.files import IcebergFile, IcebergMessage, PartitionWriter, T
 from eosink_iceberg.history import checks_requirements_itself, expire_beyond, merges_manifests
 from eosink_iceberg.operator_hooks import IcebergOperatorHooks
 from eosink_iceberg.outcome import CommitMarker, commit_may_land, marker_path
-from eosink_iceberg.options import FORMAT_VERSIONS, IcebergOptions, split_catalog_options
+from eosink_iceberg.options import (
+    FORMAT_VERSIONS,
+    IcebergOptions,
+    parquet_codec,
+    split_catalog_options,
+)
 from eosink_iceberg.partitioning import check_spec, new_spec, spec_fields
 from eosink_iceberg.proof import (
     NO_RETRIES,
@@ -82,6 +87,7 @@ class IcebergState:
     table_uuid: str  # the table the attempt was planned on
     base_snapshot: int | None  # the main branch's head init saw
     layout: TableLayout
+    codec: str  # the Parquet codec of the attempt's files (options.parquet_codec)
 
 
 class IcebergSink(IcebergOperatorHooks, Sink):
@@ -156,6 +162,9 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             table_uuid=str(table.metadata.table_uuid),
             base_snapshot=head.snapshot_id if head is not None else None,
             layout=TableLayout.of(table.metadata),
+            codec=parquet_codec(
+                self.options.compression, table.metadata.properties, self.table_name
+            ),
         )
 
     def _create(self, stream: pa.Schema) -> Any:
@@ -321,7 +330,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
                 quiet,
                 row_filter,
                 prefix=f"eosink-{state.attempt}-kept-{uuid.uuid4().hex[:12]}",
-                compression=self.options.compression.lower(),
+                compression=state.codec,
                 row_group_rows=self.options.row_group_rows,
             )
         # the rows a rewrite kept: a refused commit deletes them
@@ -495,7 +504,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
             layout=state.layout,
             io=self._io(state.layout),
             prefix=f"eosink-{state.attempt}-{partition_id:05d}-{attempt}",
-            compression=self.options.compression.lower(),
+            compression=state.codec,
             row_group_rows=self.options.row_group_rows,
         )
         return writer.write_all(batches)
