@@ -33,6 +33,23 @@ def test_offsets_carry_the_queues_ids_and_older_ones_read_without():
     assert ids_from_json({"v": 1, "queues": {Q: {"0": 3}}}) == {}
 
 
+def test_offsets_name_the_consumer_and_its_cluster_for_a_sink_that_moves_it():
+    """A sink writing into the queue's cluster moves the consumer with the batch's rows
+    (eosink_yt_common.queue_offsets reads what is written here); without a consumer the
+    offsets are as before, and both read back the same."""
+    from eosink_yt_common.queue_offsets import consumer_position
+
+    offsets = {(Q, 0): 3, (Q, 1): 9}
+    written = to_json(offsets, {Q: "1-2-3-4"}, "//q/consumer", "cluster:80")
+    assert written["consumer"] == "//q/consumer" and written["proxy"] == "cluster:80"
+    assert from_json(written) == offsets and ids_from_json(written) == {Q: "1-2-3-4"}
+    position = consumer_position(written)
+    assert position is not None and position.offsets == offsets
+    assert (position.consumer, position.proxy) == ("//q/consumer", "cluster:80")
+    assert "consumer" not in to_json(offsets, {Q: "1-2-3-4"}, None, "cluster:80")
+    assert consumer_position(to_json(offsets)) is None
+
+
 def test_same_queues_pass_and_a_gained_tablet_is_fine():
     start = {(Q, 0): 10, (Q, 1): 5}
     gained = {**COUNTS, (Q, 2): TabletCounts(total=4, trimmed=0)}

@@ -12,6 +12,7 @@ import pyarrow as pa
 from eosink.logs import get_logger
 from eosink.plugin import AlreadyCommitted, BatchContext, ConfigurationError, Proof, crash_point
 from eosink_yt_common import YtConnection, is_retriable, retry_unit, yt_rows
+from eosink_yt_dynamic.consumers import advance_all, batch_consumers
 from eosink_yt_dynamic.proof import ProgressTable
 from eosink_yt_dynamic.tables import ensure_dynamic_table, inspect_output, keyed_columns
 from eosink_yt_dynamic.transactional import (
@@ -139,6 +140,9 @@ class TransactionalHooks:
         client = pinned(self.connection(), state.proxy).client()
         tx = state.transaction_id
         try:
+            # the YT queue consumers the batch's rows came through, from the checkpoint's
+            # offset log (eosink_yt_dynamic.consumers): they move in this transaction too
+            consumers = batch_consumers(ctx, o.proxy)
             with client.Transaction(transaction_id=tx, ping=False):
                 # read at the transaction's start: a later proof of this writer makes the
                 # commit below conflict (1700) on the proof row
@@ -149,6 +153,7 @@ class TransactionalHooks:
                         f"{o.progress_table}"
                     )
                 self.progress.write(client, state.output_id, ctx, proof)
+                advance_all(client, ctx, consumers)
             crash_point("commit:before-transaction-commit")
             client.commit_transaction(tx)
         except AlreadyCommitted:

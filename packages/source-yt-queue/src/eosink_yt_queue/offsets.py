@@ -11,6 +11,12 @@ it) holds each queue's node id (``@id``): a queue removed and created again unde
 numbers its rows from 0 again, so the checkpoint's row indexes would point at other rows, or
 past them; :func:`check_same_queues` refuses that instead of skipping rows.
 
+With a consumer (option ``consumerPath``) the JSON also holds ``"consumer": "//home/app/c"``
+and ``"proxy": "<the proxy option>"``: the consumer the rows came through and their cluster,
+so that a sink writing into that cluster can move the consumer in the same transaction as the
+batch's rows (:mod:`eosink_yt_common.queue_offsets` reads them). Offsets without them (older
+checkpoints, no consumer) read as before.
+
 A micro-batch reads ``[start, end)`` of every tablet of every queue; the plan of a batch is
 pure arithmetic on row counts, tested here without Spark or YT.
 """
@@ -22,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from eosink_yt_common.queue_offsets import consumer_fields
 
 from eosink.plugin import ConfigurationError, EosinkError
 
@@ -59,14 +66,21 @@ Tablet = tuple[str, int]
 Offsets = dict[Tablet, int]
 
 
-def to_json(offsets: Offsets, ids: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The checkpoint's JSON of ``offsets``, with the queues' node ids when known."""
+def to_json(
+    offsets: Offsets,
+    ids: Mapping[str, str] | None = None,
+    consumer: str | None = None,
+    proxy: str = "",
+) -> dict[str, Any]:
+    """The checkpoint's JSON of ``offsets``, with the queues' node ids when known and the
+    consumer (and the proxy of its cluster) when the source has one."""
     queues: dict[str, dict[str, int]] = {}
     for (queue, tablet), row in sorted(offsets.items()):
         queues.setdefault(queue, {})[str(tablet)] = int(row)
     out: dict[str, Any] = {"v": VERSION, "queues": queues}
     if ids:
         out["ids"] = {q: str(ids[q]) for q in sorted(ids)}
+    out.update(consumer_fields(consumer, proxy))
     return out
 
 

@@ -6,7 +6,8 @@ How Spark runs it: ``schema()`` and ``streamReader()`` run on the driver; the re
 do not pickle) and pulls its tablet range. Offsets (a row index per tablet) go into the
 checkpoint's offset log before a batch runs, so a restarted query re-reads exactly the same
 rows; the checkpoint is the source of truth. Spark calls ``commit(end)`` only after the batch
-is committed: the one place the YT consumer moves.
+is committed: the one place this source moves the YT consumer (the offsets name the consumer,
+so eosink-yt-dynamic's transactional mode moves it earlier, in the batch's transaction).
 """
 
 from __future__ import annotations
@@ -126,10 +127,15 @@ class YtQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The queues' node ids as last read (recorded with every offset)."""
         return {q: str(a["id"]) for q, a in self.attributes.items() if a.get("id")}
 
+    def _json(self, offsets: off.Offsets) -> dict:
+        """The offset JSON Spark logs: with the queues' ids, and the consumer (and its
+        cluster's proxy) for a sink that moves it with the batch's rows."""
+        return off.to_json(offsets, self.ids, self.options.consumer_path, self.options.proxy)
+
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         start = off.starting(self.options.starting_offsets, self._counts())
         log.info("yt_queue.start", queues=self.options.queues, offsets=off.to_json(start))
-        return off.to_json(start, self.ids)
+        return self._json(start)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802
         rows = self.options.max_rows_per_trigger
@@ -147,7 +153,7 @@ class YtQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         off.check_not_trimmed(begin, counts)
         latest = off.cap({t: c.total for t, c in counts.items()}, self._target)
         max_rows = getattr(limit, "max_rows", None)
-        return off.to_json(off.limit_rows(begin, latest, max_rows), self.ids)
+        return self._json(off.limit_rows(begin, latest, max_rows))
 
     def partitions(self, start: dict, end: dict) -> list[YtQueuePartition]:
         """The tasks of the batch ``[start, end)``. Spark also calls this (without

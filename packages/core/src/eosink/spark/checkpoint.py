@@ -254,3 +254,64 @@ def query_id_of(checkpoint: str, storage_options: Mapping[str, Any] | None = Non
         if isinstance(exc, ConfigurationError):
             raise
         return None
+
+
+def batch_offsets(
+    checkpoint: str, batch_id: int, storage_options: Mapping[str, Any] | None = None
+) -> list[Any | None]:
+    """The end offsets of batch ``batch_id``, one per source of the query, as Spark logged them.
+
+    Spark writes ``offsets/<batch id>`` before the batch runs: a version line (``v1``), a line
+    of batch metadata, then one line per source in the query's source order: that source's end
+    offset as JSON, or ``-`` for a source the batch did not read from. Each source line comes
+    back parsed (``None`` for ``-``): what the JSON means is its source's business, so a sink
+    that knows a source's format can act on the batch's position in it (e.g. move that
+    source's consumer in the same transaction as the batch's rows).
+
+    ``storage_options`` as for :func:`stream_position`. A missing entry, or one that is not
+    Spark's offset log, is a :class:`~eosink.errors.ConfigurationError`.
+    """
+    path = posixpath.join(checkpoint, "offsets", str(int(batch_id)))
+    try:
+        text = _read_text(path, storage_options or {})
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"checkpoint {checkpoint!r} holds no offset log entry for batch {batch_id}"
+        ) from None
+    lines = text.splitlines()
+    if len(lines) < 2 or not lines[0].startswith("v"):
+        raise ConfigurationError(
+            f"{path!r} is not an entry of Spark's offset log (a version line, the batch's "
+            "metadata, then one line per source)"
+        )
+    out: list[Any | None] = []
+    for line in lines[2:]:
+        line = line.strip()
+        if not line:
+            continue
+        if line == "-":
+            out.append(None)
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            raise ConfigurationError(
+                f"{path!r}: a source's offset is not JSON: {line[:80]!r}"
+            ) from None
+    return out
+
+
+def session_storage_options(checkpoint: str) -> dict[str, Any]:
+    """fsspec options for ``checkpoint`` from the active Spark session's settings, for code
+    that runs next to the driver but is handed no options (a sink's ``commit``): ``{}`` for
+    a local checkpoint, and where no session is active (Spark's commit worker of a data
+    source): fsspec's defaults, e.g. the store's credentials from the environment."""
+    if not is_remote(checkpoint):
+        return {}
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    except Exception:  # noqa: BLE001 - no pyspark, or no session in this process
+        spark = None
+    return hadoop_storage_options(checkpoint, spark_store_settings(spark)) if spark else {}
