@@ -91,3 +91,33 @@ def test_register_probes_the_executors_for_the_sources_packages(monkeypatch):
     assert "lacks eosink-yt-queue" in text and "source 'yt-queue'" in text, text
     assert "pip install eosink-yt-queue" in text
     assert spark.registered == []  # nothing registered, nothing read
+
+
+def test_a_source_this_spark_cannot_load_is_left_out_naming_why(monkeypatch):
+    """eosink-yt-queue needs pyspark's streaming data source API (Spark 4.2): on an older Spark
+    its import fails. The sinks' data sources still register (a user of Spark 4.1 writes
+    through them); the source is left out with a warning that says why, instead of failing
+    every registration."""
+    from importlib.metadata import EntryPoint
+
+    from structlog.testing import capture_logs
+
+    import eosink.spark.datasource as datasource
+    import eosink.spark.executor_env as executor_env
+
+    old = EntryPoint("old-spark", "pyspark.sql.no_such_module:Source", "eosink.sources")
+    monkeypatch.setattr(datasource, "installed_sources", lambda: {"old-spark": old})
+    probed: list[Requirement] = []
+
+    def run_probe(spark, reqs, parallelism):
+        probed.extend(reqs)
+        return [report(**{r.module: {} for r in reqs})]
+
+    monkeypatch.setattr(executor_env, "_run_probe", run_probe)
+    spark = _Spark("app-old-spark")
+    with capture_logs() as logs:
+        names = datasource.register(spark)
+    assert names == [f"eosink-{name}" for name in datasource.DATA_SOURCES]
+    assert all("no_such_module" not in r.module for r in probed)
+    [warning] = [e for e in logs if e["event"] == "eosink.source_unavailable"]
+    assert warning["source"] == "old-spark" and "no_such_module" in warning["error"]

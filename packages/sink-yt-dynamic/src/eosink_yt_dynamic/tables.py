@@ -36,9 +36,9 @@ def _arrow_schema(schema: Any) -> pa.Schema:
     if isinstance(schema, pa.Schema):
         return schema
     struct = getattr(schema, "schema", schema)  # a DataFrame has .schema
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from eosink.spark.executors import spark_arrow_schema
 
-    return to_arrow_schema(struct, timezone="UTC")
+    return spark_arrow_schema(struct, "UTC")
 
 
 def output_columns(

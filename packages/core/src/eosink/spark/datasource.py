@@ -64,6 +64,7 @@ from eosink.registry import (
 )
 from eosink.spark.checkpoint import hadoop_storage_options, spark_store_settings, stream_position
 from eosink.spark.executor_env import check_executors
+from eosink.spark.executors import spark_arrow_schema
 
 log = get_logger("eosink")
 
@@ -138,9 +139,7 @@ class _EosinkWriter:
         raise NotImplementedError
 
     def arrow_schema(self) -> pa.Schema:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        return to_arrow_schema(self.spark_schema, timezone="UTC")
+        return spark_arrow_schema(self.spark_schema, "UTC")
 
     def pm(self) -> Any:
         return plugin_manager(self.sink, driver_plugins(()))
@@ -378,15 +377,35 @@ def registered_data_source(sink_name: str, spark: Any) -> type[EosinkDataSource]
     )
 
 
+def loadable_sources() -> tuple[dict[str, Any], list[type]]:
+    """The installed sources (entry points by name) whose classes this process can load, and
+    those classes. A source that needs a newer pyspark than the one running (eosink-yt-queue
+    needs Spark 4.2's streaming data source API) fails to import: it is left out with a
+    warning that says why, so the sinks' data sources still register."""
+    usable: dict[str, Any] = {}
+    classes: list[type] = []
+    for name, entry_point in installed_sources().items():
+        try:
+            cls = entry_point.load()
+        except ImportError as exc:
+            log.warning(
+                "eosink.source_unavailable",
+                source=name,
+                error=f"{type(exc).__name__}: {exc}",
+                hint="the source needs a newer pyspark than this one, or a package it imports",
+            )
+            continue
+        usable[name] = entry_point
+        classes.append(cls)
+    return usable, classes
+
+
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
-    sources = installed_sources()
+    sources, loaded = loadable_sources()
     check_executors(spark, [sink_class(name) for name in DATA_SOURCES], sources)
-    classes = [
-        *(registered_data_source(name, spark) for name in DATA_SOURCES),
-        *(ep.load() for ep in sources.values()),
-    ]
+    classes = [*(registered_data_source(name, spark) for name in DATA_SOURCES), *loaded]
     for cls in classes:
         spark.dataSource.register(cls)
     return [cls.name() for cls in classes]

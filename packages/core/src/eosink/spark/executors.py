@@ -70,10 +70,43 @@ def spark_run_writes(df: Any) -> RunWrites:
 
 def arrow_schema(df: Any) -> pa.Schema:
     """The Arrow schema of a Spark DataFrame, as ``mapInArrow`` will hand its rows."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     try:
         timezone = df.sparkSession.conf.get("spark.sql.session.timeZone")
     except Exception:  # noqa: BLE001 - a session without the setting: Spark's default
         timezone = None
-    return to_arrow_schema(df.schema, timezone=timezone or "UTC")
+    return spark_arrow_schema(df.schema, timezone or "UTC")
+
+
+def spark_arrow_schema(schema: Any, timezone: str) -> pa.Schema:
+    """The Arrow schema of Spark's ``schema``, its timestamps (with a time zone) in
+    ``timezone``: what Spark hands Python with that session time zone.
+
+    pyspark's ``to_arrow_schema`` takes the zone from Spark 4.2 on; 4.1's writes every such
+    timestamp in UTC (``timestamp_utc``), so the zone is set here on every timestamp field,
+    nested ones too."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(schema, timezone=timezone)
+    except TypeError as exc:
+        if "timezone" not in str(exc):
+            raise
+    utc = to_arrow_schema(schema)
+    return pa.schema([f.with_type(_in_zone(f.type, timezone)) for f in utc], utc.metadata)
+
+
+def _in_zone(kind: pa.DataType, timezone: str) -> pa.DataType:
+    if pa.types.is_timestamp(kind):
+        return pa.timestamp(kind.unit, tz=timezone) if kind.tz is not None else kind
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_in_zone(f.type, timezone)) for f in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(
+            kind.key_field.with_type(_in_zone(kind.key_type, timezone)),
+            kind.item_field.with_type(_in_zone(kind.item_type, timezone)),
+        )
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_in_zone(kind.value_type, timezone)))
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_in_zone(kind.value_type, timezone)))
+    return kind

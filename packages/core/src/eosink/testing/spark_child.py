@@ -127,6 +127,8 @@ def main(request_path: str, result_path: str) -> None:
     # The Python workers (the data-source doors write there) import what the driver imports:
     # this environment's pyspark first, then the parent's path.
     workers = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+    # ... and so do the processes the session's start runs (the archive of Spark's classes)
+    os.environ["PYTHONPATH"] = workers
     jar_conf: dict[str, str] = {}
     for name in request["jar_sets"]:
         for key, value in spark_jars(name).items():
