@@ -15,6 +15,9 @@ def test_smoke_report_is_written(tmp_path, capsys):
     for heading in (
         "## 1. Throughput",
         "## 1d. Keyed upserts",
+        "## 1e. Throughput on S3",
+        "## 6. Beside the reference engines' streaming sinks",
+        "### Keyed upserts into Delta through Spark",
         "## 2. Exactly-once overhead per batch",
         "## 3. Cost as the history grows",
         "## 4. YT sinks",
@@ -61,6 +64,20 @@ def test_smoke_report_is_written(tmp_path, capsys):
         rows = [line for line in upserts.splitlines() if line.startswith(f"| {sink} |")]
         assert len(rows) == 4 and not any("n/a" in row for row in rows), rows
         assert f"| 1d. upsert | eosink-{sink} upsert vs " in text, sink
+    # on S3: Spark's sink on s3a:// beside both eosink sinks, both doors
+    on_s3 = text.split("## 1e.")[1].split("## 2.")[0]
+    for name in (
+        "Spark's parquet sink, s3a://",
+        "eosink-files, data source",
+        "eosink-delta, data source",
+    ):
+        rows = [line for line in on_s3.splitlines() if line.startswith(f"| {name} |")]
+        assert len(rows) == 1 and "n/a" not in rows[0], rows
+    # the reference engines' own streaming sinks beside eosink's doors, and their targets
+    beside = text.split("## 6.")[1]
+    for name in ("Delta's streaming sink", "Iceberg's streaming sink"):
+        assert f"| {name} |" in beside, name
+    assert "| 6. beside Delta's sink |" in text and "| 6. beside Iceberg's sink |" in text
     pngs = sorted(p for p in os.listdir(out) if p.endswith(".png"))
     assert pngs == [
         "history.png",

@@ -35,22 +35,6 @@ from eosink.testing.spark import local_spark
 FILES, STALL_ID = 2, 1_150
 
 
-def s3a_settings(endpoint: S3Endpoint) -> dict[str, str]:
-    """Spark settings by which S3A reaches the loopback server, and nothing else (no
-    credentials from the environment, no instance metadata)."""
-    return {
-        "spark.hadoop.fs.s3a.endpoint": endpoint.url,
-        "spark.hadoop.fs.s3a.endpoint.region": endpoint.region,
-        "spark.hadoop.fs.s3a.access.key": endpoint.access_key,
-        "spark.hadoop.fs.s3a.secret.key": endpoint.secret_key,
-        "spark.hadoop.fs.s3a.aws.credentials.provider": (
-            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        ),
-        "spark.hadoop.fs.s3a.path.style.access": "true",
-        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-    }
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[S3Endpoint]:
     with s3_server() as served:
@@ -60,7 +44,7 @@ def endpoint() -> Iterator[S3Endpoint]:
 @pytest.fixture(scope="module")
 def spark_settings(endpoint: S3Endpoint) -> dict[str, str]:
     """The query processes' and the reader's Spark settings: the S3A jars and the server."""
-    return {**spark_jars("s3a"), **s3a_settings(endpoint)}
+    return {**spark_jars("s3a"), **endpoint.spark_s3a_settings()}
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@
 Runs the packages' own benchmarks at one size, with one rule (every path warmed once in the
 same session; best of N and median printed), prints every table, and writes ``report.md`` and
 the PNG plots into ``--out``. Sections: 1 throughput on one stream (1d: keyed upserts beside
-each sink's own upsert), 2 exactly-once overhead per batch, 3 cost as the history grows, 4 the
-YT sinks' cost as the table grows, 5 recovery after SIGKILL. Each target of the report is
-checked and a missed one is said so.
+each sink's own upsert; 1e: the stream on S3), 2 exactly-once overhead per batch, 3 cost as the
+history grows, 4 the YT sinks' cost as the table grows, 5 recovery after SIGKILL, 6 eosink
+beside Delta's and Iceberg's own streaming sinks on the Spark each is built for. Each target of
+the report is checked and a missed one is said so.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ import attrs
 import structlog
 
 from eosink_benchmarks import (
+    delta_reference,
     history,
     iceberg,
+    iceberg_reference,
     machine,
     overhead,
     plots,
     postgres,
     recovery,
+    s3,
     throughput,
     upsert,
     yt,
@@ -54,9 +58,11 @@ class Size:
     pg_rows: int  # throughput into PostgreSQL: rows per micro-batch
     yt_batches: int  # throughput into YT (the emulator): micro-batches
     yt_rows: int  # throughput into YT: rows per micro-batch
+    s3_rows: int  # throughput on S3 (the loopback server): rows per micro-batch
     upsert_batches: int  # keyed upserts: batches of the change feed (the table grows ~20x
     upsert_rows: int  # after batch 10 at 240); rows per batch
     upsert_window: int  # keyed upserts: batches per median of the per-batch cost
+    upsert_spark_batches: int  # keyed upserts into Delta through Spark: batches of the feed
     overhead_batches: int
     history_at: tuple[int, ...]
     history_batches: int
@@ -71,6 +77,7 @@ class Size:
     recovery_files: int
     recovery_rows: int
     recovery_together: bool  # restart all sinks' queries in one process (smoke: saves a JVM)
+    reference_batches: int  # beside the reference engines' sinks: tiny micro-batches a path
 
 
 SIZES = {
@@ -83,9 +90,11 @@ SIZES = {
         pg_rows=1_000_000,
         yt_batches=4,
         yt_rows=100_000,
+        s3_rows=500_000,
         upsert_batches=240,
         upsert_rows=2_000,
         upsert_window=10,
+        upsert_spark_batches=60,
         overhead_batches=50,
         history_at=(10, 1_000, 10_000, 100_000),
         history_batches=20,
@@ -100,6 +109,7 @@ SIZES = {
         recovery_files=20,
         recovery_rows=200_000,
         recovery_together=False,
+        reference_batches=100,
     ),
     # Everything runs once, on sizes that only show that it does (no figure means anything):
     # the throughput paths without their warm-up runs, which would double the section.
@@ -112,9 +122,11 @@ SIZES = {
         pg_rows=5_000,
         yt_batches=1,
         yt_rows=2_000,
+        s3_rows=5_000,
         upsert_batches=12,
         upsert_rows=200,
         upsert_window=2,
+        upsert_spark_batches=6,
         overhead_batches=5,
         history_at=(10, 100),
         history_batches=3,
@@ -129,10 +141,11 @@ SIZES = {
         recovery_files=8,
         recovery_rows=5_000,
         recovery_together=True,
+        reference_batches=12,
     ),
 }
 
-SECTIONS = ("throughput", "upsert", "overhead", "history", "yt", "recovery")
+SECTIONS = ("throughput", "upsert", "s3", "overhead", "history", "yt", "recovery", "reference")
 
 
 @attrs.define
@@ -267,12 +280,27 @@ def postgres_throughput(
     report.add("1b. Throughput into PostgreSQL", tables, [], targets)
 
 
+def section_s3(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
+    """Section 1's stream on the loopback S3 server: Spark's sink on s3a://, eosink-files and
+    eosink-delta (a process of its own: S3A's jars on its JVM's classpath)."""
+    tables, targets = s3.run(
+        work, size.batches, size.s3_rows, size.repeat, size.warm, cores, progress
+    )
+    report.add("1e. Throughput on S3", tables, [], targets)
+
+
 def section_upsert(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
     """Keyed upserts, every sink beside its anchor, driver-side (no Spark)."""
     tables, targets = upsert.run(
         work, size.upsert_batches, size.upsert_rows, size.upsert_window, progress
     )
     report.add("1d. Keyed upserts", tables, [], targets)
+    add_to_last_section(
+        report,
+        *upsert.spark_delta(
+            work, size.upsert_spark_batches, size.upsert_rows, size.upsert_window, progress
+        ),
+    )
 
 
 def section_overhead(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
@@ -372,13 +400,33 @@ def section_recovery(report: Report, size: Size, work: str, cores: int, progress
     )
 
 
+def section_reference(
+    report: Report, size: Size, work: str, cores: int, progress: Progress
+) -> None:
+    """eosink-delta beside Delta's own streaming sink (Spark 4.2, Delta 4.4) and eosink-iceberg
+    beside Iceberg's (Spark 4.1, Iceberg 1.12), each in a Spark process of its own."""
+    args = (size.batches, size.rows, size.repeat, size.warm, size.reference_batches, progress)
+    delta_tables, delta_targets = delta_reference.run(os.path.join(work, "delta"), *args)
+    iceberg_tables, iceberg_targets = iceberg_reference.measure(
+        os.path.join(work, "iceberg"), *args
+    )
+    report.add(
+        "6. Beside the reference engines' streaming sinks",
+        delta_tables + iceberg_tables,
+        [],
+        delta_targets + iceberg_targets,
+    )
+
+
 RUNS: dict[str, Callable[[Report, Size, str, int, Progress], None]] = {
     "throughput": section_throughput,
+    "s3": section_s3,
     "upsert": section_upsert,
     "overhead": section_overhead,
     "history": section_history,
     "yt": section_yt,
     "recovery": section_recovery,
+    "reference": section_reference,
 }
 
 

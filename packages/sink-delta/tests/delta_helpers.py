@@ -71,10 +71,14 @@ def duckdb_with_delta() -> Any:
 
 
 #: A session of Delta's Spark connector (the reference engine, eosink.testing.reference_spark):
-#: its SQL extension and catalog, as Delta's documentation sets them up.
+#: its SQL extension and catalog, as Delta's documentation sets them up, sized for one small
+#: local JVM: the table's state rebuilt in one task, not 50 (a read of a few rows took 20-50 s
+#: on a loaded 2-core machine), and VACUUM's listing in 2 tasks, not 10,000 (30-40 s a VACUUM).
 DELTA_SESSION = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.snapshotPartitions": "1",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
 }
 #: The Spark Delta's connector 4.4 is built for (3rdparty/jvm/spark-envs.txt).
 DELTA_SPARK_VERSION = "4.2.0"

@@ -113,6 +113,21 @@ class S3Endpoint:
             "client_kwargs": {"endpoint_url": self.url, "region_name": self.region},
         }
 
+    def spark_s3a_settings(self) -> dict[str, str]:
+        """Spark settings by which Hadoop's S3A (``s3a://``) reaches this server, and nothing
+        else (no credentials from the environment, no instance metadata)."""
+        return {
+            "spark.hadoop.fs.s3a.endpoint": self.url,
+            "spark.hadoop.fs.s3a.endpoint.region": self.region,
+            "spark.hadoop.fs.s3a.access.key": self.access_key,
+            "spark.hadoop.fs.s3a.secret.key": self.secret_key,
+            "spark.hadoop.fs.s3a.aws.credentials.provider": (
+                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            ),
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        }
+
     def object_store_options(self) -> dict[str, str]:
         """Options for delta-rs (``storage_options`` of ``deltalake``), object_store's names."""
         return {
