@@ -28,6 +28,7 @@ import structlog
 
 from eosink_benchmarks import (
     delta_reference,
+    kept,
     history,
     iceberg,
     iceberg_reference,
@@ -41,6 +42,7 @@ from eosink_benchmarks import (
     upsert,
     yt,
 )
+from eosink_benchmarks.kept import Kept
 from eosink_benchmarks.load import Load, LoadWatch
 from eosink_benchmarks.progress import Progress
 from eosink_benchmarks.tables import Table, Target
@@ -150,21 +152,30 @@ SECTIONS = ("throughput", "upsert", "s3", "overhead", "history", "yt", "recovery
 
 @attrs.define
 class Report:
-    """What the sections produced, in order."""
+    """What the sections produced, in order, and what an earlier report's kept sections hold."""
 
     out: str
-    targets: list[Target] = attrs.Factory(list)
-    sections: list[tuple[str, list[Table], list[str]]] = attrs.Factory(
-        list
-    )  # (title, tables, PNGs)
+    kept: Kept | None = None
+    #: the section (``SECTIONS``) now running: what ``add`` files its parts under
+    running: str = ""
+    #: (section, its target)
+    targets: list[tuple[str, Target]] = attrs.Factory(list)
+    #: (section, title, tables, PNGs)
+    sections: list[tuple[str, str, list[Table], list[str]]] = attrs.Factory(list)
     #: (section name, minutes it took, the load while it ran)
     loads: list[tuple[str, float, Load]] = attrs.Factory(list)
 
     def add(self, title: str, tables: list[Table], pngs: list[str], targets: list[Target]) -> None:
-        self.sections.append((title, tables, pngs))
-        self.targets += targets
+        self.sections.append((self.running, title, tables, pngs))
+        self.add_targets(targets)
         for t in tables:
             print("\n" + t.markdown(), flush=True)
+
+    def add_targets(self, targets: list[Target]) -> None:
+        self.targets += [(self.running, t) for t in targets]
+
+    def ran(self) -> set[str]:
+        return {name for name, *_ in self.sections}
 
     def markdown(self, header: list[str], size: str) -> str:
         lines = [f"# eosink benchmark report ({size})", "", *header, ""]
@@ -176,24 +187,47 @@ class Report:
         ]
         if self.loads:
             lines.append(self.load_table().markdown())
-        if self.targets:
-            summary = Table(
-                "Targets",
-                ("section", "what", "target", "measured", "status"),
-                tuple(t.row() for t in self.targets),
+        rows = []
+        for name in SECTIONS:
+            if name in self.ran():
+                rows += [t.row() for section, t in self.targets if section == name]
+            elif self.kept is not None:
+                rows += self.kept.targets.get(name, [])
+        if rows:
+            lines.append(
+                Table(
+                    "Targets", ("section", "what", "target", "measured", "status"), tuple(rows)
+                ).markdown()
             )
-            lines.append(summary.markdown())
-        for title, tables, pngs in self.sections:
-            lines += [f"## {title}", ""]
-            for t in tables:
-                lines.append(t.markdown())
-            lines += [f"![{title}]({png})\n" for png in pngs]
+        for name in SECTIONS:
+            if name not in self.ran():
+                lines += self.kept.blocks.get(name, []) if self.kept is not None else []
+                continue
+            for section, title, tables, pngs in self.sections:
+                if section != name:
+                    continue
+                lines += [f"## {title}", ""]
+                for t in tables:
+                    lines.append(t.markdown())
+                lines += [f"![{title}]({png})\n" for png in pngs]
         return "\n".join(lines)
+
+    def kept_loads(self) -> tuple[tuple[str, ...], ...]:
+        """The load rows of the sections kept from an earlier report, in section order."""
+        if self.kept is None:
+            return ()
+        rows = (self.kept.load_row(name) for name in SECTIONS if name not in self.ran())
+        return tuple(row for row in rows if row is not None)
 
     def load_table(self) -> Table:
         total = sum(minutes for _, minutes, _ in self.loads)
+        kept = (
+            " this run; the sections marked with another run's date are that run's"
+            if (self.kept_loads())
+            else " in all"
+        )
         return Table(
-            f"Sections: wall time and the machine's load ({total:.1f} min in all)",
+            f"Sections: wall time and the machine's load ({total:.1f} min{kept})",
             (
                 "section",
                 "minutes",
@@ -201,7 +235,8 @@ class Report:
                 "other programs' runnable threads: mean / peak",
                 "flag",
             ),
-            tuple((name, f"{minutes:.1f}", *load.cells()) for name, minutes, load in self.loads),
+            tuple((name, f"{minutes:.1f}", *load.cells()) for name, minutes, load in self.loads)
+            + self.kept_loads(),
             (
                 "Sampled every 5 s. The report's own processes (Spark's JVM and Python workers, "
                 "the emulator, PostgreSQL, the recovery queries) count in the load average but "
@@ -215,8 +250,8 @@ class Report:
 def add_to_last_section(report: Report, table: Table, targets: list[Target]) -> None:
     """One more table (and its targets) in the section just added (a sink measured by its own
     benchmark, beside the section's common table)."""
-    report.sections[-1][1].append(table)
-    report.targets.extend(targets)
+    report.sections[-1][2].append(table)
+    report.add_targets(targets)
 
 
 def section_throughput(
@@ -439,6 +474,12 @@ def main(argv: list[str] | None = None) -> int:
         "--sections", default=",".join(SECTIONS), help=f"a subset of {','.join(SECTIONS)}"
     )
     parser.add_argument("--work", default=None, help="scratch folder (default: a temp folder)")
+    parser.add_argument(
+        "--keep",
+        default=None,
+        help="an earlier report.md whose sections not in --sections are carried over as they "
+        "stand (eosink_benchmarks.kept); its plots must be copied to --out by hand",
+    )
     args = parser.parse_args(argv)
     sections = [s for s in args.sections.split(",") if s]
     unknown = set(sections) - set(SECTIONS)
@@ -449,12 +490,13 @@ def main(argv: list[str] | None = None) -> int:
     size = SIZES[args.size]
     header = machine.describe(args.cores)
     print("\n".join(header), flush=True)
-    report = Report(args.out)
+    report = Report(args.out, kept.read(args.keep) if args.keep else None)
     progress = Progress(len(sections))
     work = tempfile.mkdtemp(prefix="eosink-report-", dir=args.work)
     try:
         for name in sections:
             progress.start(name)
+            report.running = name
             folder = os.path.join(work, name)
             os.makedirs(folder)
             watch, began = LoadWatch().start(), time.monotonic()
@@ -467,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     path = os.path.join(args.out, "report.md")
     with open(path, "w") as f:
         f.write(report.markdown(header, args.size))
-    missed = [t for t in report.targets if t.ok is False]
+    missed = [t for _, t in report.targets if t.ok is False]
     print(f"\n{len(report.targets)} targets, {len(missed)} missed; report: {path}", flush=True)
     return 0
 
