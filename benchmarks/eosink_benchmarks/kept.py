@@ -19,7 +19,8 @@ import attrs
 #: The report's sections (``report.SECTIONS``) and the numbers their headings and targets
 #: start with.
 NUMBERS = {
-    "throughput": ("1.", "1b.", "1c."),
+    "throughput": ("1.", "1c."),
+    "postgres": ("1b.",),
     "upsert": ("1d.",),
     "s3": ("1e.",),
     "overhead": ("2.",),
@@ -28,6 +29,12 @@ NUMBERS = {
     "recovery": ("5.",),
     "reference": ("6.",),
 }
+
+
+def order(title: str) -> tuple[int, str]:
+    """Where a ``##`` part goes in the report: by its number (``1.`` < ``1b.`` < ``2.``)."""
+    number = re.match(r"(\d+)([a-z]*)\.", title)
+    return (int(number.group(1)), number.group(2)) if number else (99, title)
 
 
 def section_of(text: str) -> str | None:
@@ -55,7 +62,7 @@ class Kept:
     """What an earlier report holds, by section."""
 
     date: str
-    blocks: dict[str, list[str]]  # the Markdown of each ``##`` part, by section
+    blocks: dict[str, list[tuple[str, str]]]  # (title, Markdown) of each ``##`` part, by section
     targets: dict[str, list[tuple[str, ...]]]  # rows of the targets table, by section
     loads: dict[str, tuple[str, ...]]  # the row of the sections' load table, by section
 
@@ -72,15 +79,15 @@ def read(path: str) -> Kept:
         text = f.read()
     lines = text.splitlines()
     date = re.search(r"^- date: (.+)$", text, re.M)
-    blocks: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in lines:
+    blocks: dict[str, list[tuple[str, str]]] = {}
+    title, part = "", []
+    for line in [*lines, "## end"]:
         if line.startswith("## "):
-            name = section_of(line[3:])
-            current = [] if name is None else blocks.setdefault(name, [])
-            current.append(line)
-        elif current is not None:
-            current.append(line)
+            name = section_of(title)
+            if name is not None:
+                blocks.setdefault(name, []).append((title, "\n".join(part).rstrip("\n") + "\n"))
+            title, part = line[3:], []
+        part.append(line)
     targets: dict[str, list[tuple[str, ...]]] = {}
     for row in _rows(lines, "Targets"):
         name = section_of(row[0])
@@ -89,7 +96,7 @@ def read(path: str) -> Kept:
     loads = {row[0].split(" (run of ")[0]: row for row in _rows(lines, "Sections: wall time")}
     return Kept(
         date=date.group(1) if date else "an earlier run",
-        blocks={name: ["\n".join(block).rstrip("\n") + "\n"] for name, block in blocks.items()},
+        blocks=blocks,
         targets=targets,
         loads=loads,
     )

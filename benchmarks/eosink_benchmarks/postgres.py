@@ -123,7 +123,7 @@ def throughput_targets(r: postgres_throughput.Results) -> list[Target]:
         copy = r.ratio(door, postgres_streams.BARE_COPY, r.best)
         targets.append(
             Target(
-                "1. throughput",
+                "1b. throughput into PostgreSQL",
                 f"{door} vs Spark JDBC",
                 f">= {JDBC_TARGET:.1f}x",
                 ratio(jdbc) if jdbc is not None else "no JDBC jar",
@@ -132,7 +132,7 @@ def throughput_targets(r: postgres_throughput.Results) -> list[Target]:
         )
         targets.append(
             Target(
-                "1. throughput",
+                "1b. throughput into PostgreSQL",
                 f"{door} vs bare COPY loop",
                 f">= {COPY_TARGET:.1f}x",
                 ratio(copy),

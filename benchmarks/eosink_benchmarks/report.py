@@ -147,7 +147,17 @@ SIZES = {
     ),
 }
 
-SECTIONS = ("throughput", "upsert", "s3", "overhead", "history", "yt", "recovery", "reference")
+SECTIONS = (
+    "throughput",
+    "postgres",
+    "upsert",
+    "s3",
+    "overhead",
+    "history",
+    "yt",
+    "recovery",
+    "reference",
+)
 
 
 @attrs.define
@@ -188,28 +198,27 @@ class Report:
         if self.loads:
             lines.append(self.load_table().markdown())
         rows = []
+        measured = {t.what for _, t in self.targets}  # a target measured again replaces its row
         for name in SECTIONS:
             if name in self.ran():
                 rows += [t.row() for section, t in self.targets if section == name]
             elif self.kept is not None:
-                rows += self.kept.targets.get(name, [])
+                rows += [r for r in self.kept.targets.get(name, []) if r[1] not in measured]
         if rows:
             lines.append(
                 Table(
                     "Targets", ("section", "what", "target", "measured", "status"), tuple(rows)
                 ).markdown()
             )
-        for name in SECTIONS:
-            if name not in self.ran():
-                lines += self.kept.blocks.get(name, []) if self.kept is not None else []
-                continue
-            for section, title, tables, pngs in self.sections:
-                if section != name:
-                    continue
-                lines += [f"## {title}", ""]
-                for t in tables:
-                    lines.append(t.markdown())
-                lines += [f"![{title}]({png})\n" for png in pngs]
+        parts = []  # (title, Markdown): this run's and the kept ones, in the order of numbers
+        for section, title, tables, pngs in self.sections:
+            text = [f"## {title}", "", *(t.markdown() for t in tables)]
+            text += [f"![{title}]({png})\n" for png in pngs]
+            parts.append((title, "\n".join(text)))
+        if self.kept is not None:
+            for name, kept_parts in self.kept.blocks.items():
+                parts += kept_parts if name not in self.ran() else []
+        lines += [text for _, text in sorted(parts, key=lambda part: kept.order(part[0]))]
         return "\n".join(lines)
 
     def kept_loads(self) -> tuple[tuple[str, ...], ...]:
@@ -289,7 +298,6 @@ def section_throughput(
         [png],
         throughput.targets(variants),
     )
-    postgres_throughput(report, size, work, cores, progress)
     report.add(
         "1c. Throughput into YT",
         [yt.throughput_table(into_yt, size.yt_batches, size.yt_rows, size.repeat)],
@@ -298,9 +306,7 @@ def section_throughput(
     )
 
 
-def postgres_throughput(
-    report: Report, size: Size, work: str, cores: int, progress: Progress
-) -> None:
+def section_postgres(report: Report, size: Size, work: str, cores: int, progress: Progress) -> None:
     """eosink-postgres beside Spark's JDBC writer and a bare COPY loop: a table of its own (its
     anchors are not section 1's)."""
     tables, targets = postgres.throughput(
@@ -455,6 +461,7 @@ def section_reference(
 
 RUNS: dict[str, Callable[[Report, Size, str, int, Progress], None]] = {
     "throughput": section_throughput,
+    "postgres": section_postgres,
     "s3": section_s3,
     "upsert": section_upsert,
     "overhead": section_overhead,

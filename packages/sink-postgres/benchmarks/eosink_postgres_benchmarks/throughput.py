@@ -8,7 +8,7 @@ fresh table from a fresh checkpoint; rows/s is the whole query's wall time. The 
 * eosink-postgres through the data source (``format("eosink-postgres")``) and ``foreachBatch``;
 * Spark's own JDBC writer (``df.write.jdbc`` in ``foreachBatch``: each partition commits on its
   own, at-least-once), with the PostgreSQL JDBC driver jar (``--jdbc-jar``; by default the
-  newest ``org/postgresql/postgresql/*/postgresql-*.jar`` of the local Maven cache, ~/.m2);
+  repository's pinned one, 3rdparty/jvm/artifacts.txt's ``postgres-jdbc``);
 * the bare COPY loop: the same stream, each task COPYs the same Arrow batches straight into the
   target with the sink's own encoder (``foreachBatch`` + ``mapInArrow``): no staging table, no
   move, no proof, at-least-once. What eosink-postgres adds to it is the price of exactly-once;
@@ -29,7 +29,6 @@ batch) and the whole query's time per batch beyond the bare COPY loop's.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import logging
 import os
@@ -57,27 +56,33 @@ from eosink_postgres_benchmarks.streams import (
     StreamPaths,
 )
 
-#: Where the JDBC driver jar is looked for when no path is given.
-JDBC_JAR_PATTERN = "~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"
+#: The jar set of the PostgreSQL JDBC driver (3rdparty/jvm/artifacts.txt), fetched by the
+#: repository's own script (build-support/jvm-jars) when no path is given.
+JDBC_JAR_SET = "postgres-jdbc"
 
 
 def find_jdbc_jar(given: str | None = None) -> str | None:
-    """The PostgreSQL JDBC driver jar: ``given`` (which must exist), else the newest of the
-    local Maven cache; None when there is none."""
+    """The PostgreSQL JDBC driver jar: ``given`` (which must exist), else the repository's
+    pinned one, fetched once into its JVM folder; None when it cannot be fetched."""
+    from eosink.testing.jvm import JvmJarsError, jars
+
     if given:
         if not os.path.isfile(given):
             raise FileNotFoundError(f"no PostgreSQL JDBC driver jar at {given}")
         return given
-    pattern = os.path.expanduser(JDBC_JAR_PATTERN)
-    jars = sorted(j for j in glob.glob(pattern) if not j.endswith(("-sources.jar", "-javadoc.jar")))
-    return jars[-1] if jars else None
+    try:
+        found = jars(JDBC_JAR_SET)
+    except JvmJarsError as exc:
+        print(f"the JDBC driver jar could not be fetched: {exc}", file=sys.stderr, flush=True)
+        return None
+    return found[0] if found else None
 
 
 def missing_jar_note() -> str:
     return (
-        f"no PostgreSQL JDBC driver jar (none matches {JDBC_JAR_PATTERN}): the Spark JDBC row is "
-        "left out; give one with --jdbc-jar, or fetch org.postgresql:postgresql into the local "
-        "Maven cache"
+        f"no PostgreSQL JDBC driver jar (the jar set {JDBC_JAR_SET!r} of "
+        "3rdparty/jvm/artifacts.txt could not be fetched: above): the Spark JDBC row is left "
+        "out; give one with --jdbc-jar"
     )
 
 
