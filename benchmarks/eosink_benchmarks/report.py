@@ -500,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(args.out, kept.read(args.keep) if args.keep else None)
     progress = Progress(len(sections))
     work = tempfile.mkdtemp(prefix="eosink-report-", dir=args.work)
+    path = os.path.join(args.out, "report.md")
     try:
         for name in sections:
             progress.start(name)
@@ -511,11 +512,11 @@ def main(argv: list[str] | None = None) -> int:
             report.loads.append((name, (time.monotonic() - began) / 60, watch.stop()))
             print("\n" + report.load_table().markdown(), flush=True)
             shutil.rmtree(folder, ignore_errors=True)
+            # written after every section: a later one that fails leaves what was measured
+            with open(path, "w") as f:
+                f.write(report.markdown(header, args.size))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    path = os.path.join(args.out, "report.md")
-    with open(path, "w") as f:
-        f.write(report.markdown(header, args.size))
     missed = [t for _, t in report.targets if t.ok is False]
     print(f"\n{len(report.targets)} targets, {len(missed)} missed; report: {path}", flush=True)
     return 0

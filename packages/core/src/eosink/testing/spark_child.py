@@ -14,7 +14,8 @@ environment, which is searched first. One JVM serves every scenario of a call::
 The child module defines ``run(spark, name, folder) -> dict`` (plain JSON values: what it
 observed) and may define ``CONF`` (its session's settings). This file is the child's main: it
 imports nothing but the standard library at its top, extends its path from the request, loads
-the child module by its file, starts one session (the jars of ``jar_sets``, the request's and
+the child module by its file, starts one session (the jars of ``jar_sets``, fetched by the
+parent from the repository it runs in, the request's and
 the module's settings, eosink's data sources registered) and runs each scenario in a fresh
 folder. The parent judges what came back.
 """
@@ -45,9 +46,12 @@ def run_scenarios(
 ) -> dict[str, Any]:
     """Run ``scenarios`` of the child module at path ``child`` on Spark ``version``, in one
     process; its results by scenario (and ``pyspark``, ``start_s``, ``total_s``)."""
+    from eosink.testing.jvm import jars
     from eosink.testing.reference_spark import FOREIGN_ENV, RUN_TIMEOUT_S, spark_python
 
     python = spark_python(version)
+    # fetched here, in the repository the caller runs from: the child runs in a scratch folder
+    paths = [path for name in jar_sets for path in jars(name)]
     request, result = os.path.join(root, "request.json"), os.path.join(root, "result.json")
     # absolute: under Pants the sources' entries are relative to the sandbox, and the child
     # runs in a folder of its own
@@ -59,7 +63,7 @@ def run_scenarios(
                 "scenarios": list(scenarios),
                 "root": root,
                 "sys_path": path,
-                "jar_sets": list(jar_sets),
+                "jars": paths,
                 "conf": dict(conf or {}),
             },
             f,
@@ -67,7 +71,9 @@ def run_scenarios(
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV and not k.startswith("PEX")}
     env.update({"PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": "127.0.0.1", "TZ": "UTC"})
     done = subprocess.run(
-        [python, os.path.abspath(__file__), request, result],
+        # -P: this file's folder is not put on the path, where its modules (``secrets``...)
+        # would shadow the standard library's for everything the child imports
+        [python, "-P", os.path.abspath(__file__), request, result],
         capture_output=True,
         text=True,
         timeout=timeout_s or RUN_TIMEOUT_S,
@@ -121,7 +127,6 @@ def main(request_path: str, result_path: str) -> None:
     sys.path.extend(p for p in request["sys_path"] if p not in sys.path)
     child = _load(request["child"])
     import eosink
-    from eosink.testing.jvm import spark_jars
     from eosink.testing.spark import local_spark
 
     # The Python workers (the data-source doors write there) import what the driver imports:
@@ -129,10 +134,7 @@ def main(request_path: str, result_path: str) -> None:
     workers = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     # ... and so do the processes the session's start runs (the archive of Spark's classes)
     os.environ["PYTHONPATH"] = workers
-    jar_conf: dict[str, str] = {}
-    for name in request["jar_sets"]:
-        for key, value in spark_jars(name).items():
-            jar_conf[key] = f"{jar_conf[key]},{value}" if key in jar_conf else value
+    jar_conf = {"spark.jars": ",".join(request["jars"])} if request["jars"] else {}
     started = time.monotonic()
     spark = local_spark(
         **jar_conf,
@@ -163,8 +165,4 @@ def main(request_path: str, result_path: str) -> None:
 
 
 if __name__ == "__main__":
-    # Python put this file's folder first on the path: its modules (``secrets``, ``faults``...)
-    # would shadow the standard library's and other packages' for everything the child imports.
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     main(*sys.argv[1:3])
