@@ -377,35 +377,38 @@ def registered_data_source(sink_name: str, spark: Any) -> type[EosinkDataSource]
     )
 
 
-def loadable_sources() -> tuple[dict[str, Any], list[type]]:
-    """The installed sources (entry points by name) whose classes this process can load, and
-    those classes. A source that needs a newer pyspark than the one running (eosink-yt-queue
-    needs Spark 4.2's streaming data source API) fails to import: it is left out with a
-    warning that says why, so the sinks' data sources still register."""
+def usable_sources() -> dict[str, Any]:
+    """The installed sources (entry points by name) this pyspark can run. A source built on a
+    newer pyspark's API than the one running (eosink-yt-queue needs Spark 4.2's streaming data
+    source API) fails to import a pyspark module: it is left out with a warning that says why,
+    so the sinks' data sources still register. Any other import error stays: the executors'
+    probe and the load name it as before."""
     usable: dict[str, Any] = {}
-    classes: list[type] = []
     for name, entry_point in installed_sources().items():
         try:
-            cls = entry_point.load()
+            entry_point.load()
         except ImportError as exc:
-            log.warning(
-                "eosink.source_unavailable",
-                source=name,
-                error=f"{type(exc).__name__}: {exc}",
-                hint="the source needs a newer pyspark than this one, or a package it imports",
-            )
-            continue
+            if (exc.name or "").split(".")[0] == "pyspark":
+                log.warning(
+                    "eosink.source_unavailable",
+                    source=name,
+                    error=f"{type(exc).__name__}: {exc}",
+                    hint="the source needs a newer pyspark than this one",
+                )
+                continue
         usable[name] = entry_point
-        classes.append(cls)
-    return usable, classes
+    return usable
 
 
 def register(spark: Any) -> list[str]:
     """Register ``eosink-<name>`` for every installed sink, and every installed source (entry
     point group ``eosink.sources``, e.g. ``eosink-yt-queue``); returns the format names."""
-    sources, loaded = loadable_sources()
+    sources = usable_sources()
     check_executors(spark, [sink_class(name) for name in DATA_SOURCES], sources)
-    classes = [*(registered_data_source(name, spark) for name in DATA_SOURCES), *loaded]
+    classes = [
+        *(registered_data_source(name, spark) for name in DATA_SOURCES),
+        *(ep.load() for ep in sources.values()),
+    ]
     for cls in classes:
         spark.dataSource.register(cls)
     return [cls.name() for cls in classes]
