@@ -25,6 +25,8 @@ SCHEMA = "id long, batch long, name string, amount long, score double"
 ANCHOR = "Delta's MERGE in foreachBatch, txnAppId/txnVersion"
 SPARK_ENGINE = "eosink-delta, mode=upsert, delta-spark engine"
 RS_ENGINE = "eosink-delta, mode=upsert, delta-rs engine"
+#: Each path's table, a folder of the scenario's.
+FOLDERS = {ANCHOR: "merge-txn", SPARK_ENGINE: "delta-spark-engine", RS_ENGINE: "delta-rs-engine"}
 
 
 def write_feed(folder: str, batches: int, rows: int) -> None:
@@ -71,10 +73,7 @@ def run(spark: Any, name: str, folder: str) -> dict[str, Any]:
     batches, rows = (int(n) for n in name.split(":")[1:3])
     feed = os.path.join(folder, "feed")
     write_feed(feed, batches, rows)
-    tables = {
-        p: os.path.join(folder, p.split(",")[-1].strip().replace(" ", "-"))
-        for p in (ANCHOR, SPARK_ENGINE, RS_ENGINE)
-    }
+    tables = {p: os.path.join(folder, name) for p, name in FOLDERS.items()}
     # the anchor's MERGE needs a table to merge into: an empty one of the feed's schema
     spark.createDataFrame([], SCHEMA).write.format("delta").save(tables[ANCHOR])
     writers = {
