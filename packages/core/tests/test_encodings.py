@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eosink.encodings import dictionary_columns
+from eosink.encodings import DictionaryChoice, dictionary_columns
 
 
 def sample(rows: int) -> pa.Table:
@@ -40,6 +40,17 @@ def test_a_sample_too_small_or_nested_keeps_pyarrows_default():
     assert dictionary_columns(sample(999)) is True
     nested = sample(5_000).append_column("s", pa.array([{"x": i} for i in range(5_000)]))
     assert dictionary_columns(nested) is True
+
+
+def test_a_task_judges_its_first_files_rows_for_all_its_files():
+    choice = DictionaryChoice()
+    assert choice(sample(999)) is True  # too few rows to judge: the next file is asked again
+    assert choice(sample(10_000)) == ["country", "flag", "user"]
+    repeated = sample(10_000).set_column(0, "id", pa.array([1] * 10_000, pa.int64()))
+    assert dictionary_columns(repeated) == ["id", "country", "flag", "user"]
+    assert choice(repeated) == ["country", "flag", "user"]  # the task's first judgement
+    other = sample(10_000).drop_columns(["country"])  # another schema is judged on its own
+    assert choice(other) == ["flag", "user"]
 
 
 def test_the_same_rows_and_statistics_either_way():

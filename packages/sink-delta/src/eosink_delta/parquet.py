@@ -20,7 +20,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from eosink.encodings import dictionary_columns
+from eosink.encodings import DictionaryChoice
 from eosink.partitions import group_by_text
 from eosink_delta.schema import WritePlan
 from eosink_delta.store import filesystem, path_in
@@ -402,6 +402,7 @@ class PartitionWriter:
     base: str = ""
     files: dict[tuple, _OpenFile] = attrs.field(factory=dict)
     made_dirs: set = attrs.field(factory=set)
+    dictionaries: DictionaryChoice = attrs.field(factory=DictionaryChoice)  # once per task
 
     def __attrs_post_init__(self) -> None:
         self.fs, self.base = filesystem(self.root, self.storage_options)
@@ -455,7 +456,7 @@ class PartitionWriter:
                     self.plan.data_schema,
                     compression=None if self.compression.lower() == "none" else self.compression,
                     write_statistics=self.stats,
-                    use_dictionary=dictionary_columns(rows),
+                    use_dictionary=self.dictionaries(rows),
                 )
             f.writer.write_table(rows)
             f.rows += f.pending_rows

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import pyarrow as pa
 
-from eosink.encodings import dictionary_columns
+from eosink.encodings import DictionaryChoice
 from eosink.partitions import group_by_text, java_number_text
 from eosink_files.options import FilesOptions
 from eosink_files.store import Store
@@ -126,9 +126,16 @@ class PartFile:
     """One open part file of some format."""
 
     def __init__(
-        self, store: Store, relpath: str, schema: pa.Schema, options: FilesOptions, first: pa.Table
+        self,
+        store: Store,
+        relpath: str,
+        schema: pa.Schema,
+        options: FilesOptions,
+        first: pa.Table,
+        dictionaries: DictionaryChoice,
     ):
         self.store, self.relpath, self.schema, self.options = store, relpath, schema, options
+        self.dictionaries = dictionaries
         self.rows = 0
         self.stream = store.open_write(relpath)
         self._out: Any = self.stream
@@ -147,7 +154,7 @@ class PartFile:
                 compression=self.options.codec,
                 coerce_timestamps="us",
                 allow_truncated_timestamps=True,
-                use_dictionary=dictionary_columns(first),
+                use_dictionary=self.dictionaries(first),
             )
         elif fmt == "csv":
             self.writer = None
@@ -419,10 +426,16 @@ class FolderWriter:
     """Writes one Hive folder's rows into part files of bounded size."""
 
     def __init__(
-        self, store: Store, folder: str, prefix: str, schema: pa.Schema, options: FilesOptions
+        self,
+        store: Store,
+        folder: str,
+        prefix: str,
+        schema: pa.Schema,
+        options: FilesOptions,
+        dictionaries: DictionaryChoice,
     ):
         self.store, self.folder, self.prefix = store, folder, prefix
-        self.schema, self.options = schema, options
+        self.schema, self.options, self.dictionaries = schema, options, dictionaries
         self.buffer: list[pa.RecordBatch] = []
         self.buffered_rows = 0
         self.buffered_bytes = 0
@@ -453,7 +466,9 @@ class FolderWriter:
         if self.current is None:
             name = f"{self.prefix}-c{self.seq:03d}{file_suffix(self.options)}"
             relpath = f"{self.folder}/{name}" if self.folder else name
-            self.current = PartFile(self.store, relpath, self.schema, self.options, table)
+            self.current = PartFile(
+                self.store, relpath, self.schema, self.options, table, self.dictionaries
+            )
             self.seq += 1
         self.current.write(table)
         if self.current.tell() >= self.options.target_file_size:
@@ -487,6 +502,7 @@ class PartitionWriter:
         self.columns = options.partition_by
         self.data_schema = pa.schema([f for f in schema if f.name not in self.columns])
         self.folders: dict[tuple, FolderWriter] = {}
+        self.dictionaries = DictionaryChoice()  # judged once for all the task's files
 
     def add(self, batch: pa.RecordBatch) -> None:
         if not self.columns:
@@ -504,7 +520,9 @@ class PartitionWriter:
         writer = self.folders.get(texts)
         if writer is None:
             folder = partition_folder(self.columns, texts) if self.columns else ""
-            writer = FolderWriter(self.store, folder, self.prefix, self.data_schema, self.options)
+            writer = FolderWriter(
+                self.store, folder, self.prefix, self.data_schema, self.options, self.dictionaries
+            )
             self.folders[texts] = writer
         return writer
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eosink.encodings import dictionary_columns
+from eosink.encodings import DictionaryChoice
 from eosink.plugin import ConfigurationError
 from eosink_iceberg.partitioning import Partitioner
 from eosink_iceberg.schema import file_schema, to_file_rows
@@ -159,6 +159,42 @@ class _FloatStats:
         return lower, upper
 
 
+@attrs.frozen
+class _TaskShape:
+    """What every file of a task shares, worked out once per task rather than per file (a
+    partitioned task writes one file per partition): the table's schema and spec, the files'
+    Arrow schema, which footer statistics they carry, and how pyiceberg maps their statistics."""
+
+    schema: Any
+    spec: Any
+    target: pa.Schema
+    footer_statistics: list[str]
+    statistics_plan: Any
+    column_ids: dict[str, int]
+    floats: tuple[Any, ...]  # the top-level float fields, whose bounds the writer keeps
+    locations: Any
+
+    @classmethod
+    def of(cls, layout: TableLayout) -> _TaskShape:
+        from pyiceberg.io.pyarrow import compute_statistics_plan, parquet_path_to_id_mapping
+        from pyiceberg.table.locations import load_location_provider
+
+        schema = layout.schema()
+        target = file_schema(schema)
+        return cls(
+            schema=schema,
+            spec=layout.spec(),
+            target=target,
+            footer_statistics=_footer_statistics(target),
+            statistics_plan=compute_statistics_plan(schema, layout.properties),
+            column_ids=parquet_path_to_id_mapping(schema),
+            floats=tuple(
+                f for f in schema.fields if pa.types.is_floating(target.field(f.name).type)
+            ),
+            locations=load_location_provider(layout.location, layout.properties),
+        )
+
+
 @attrs.define
 class PartitionWriter:
     """Writes one task attempt's rows: one file per partition tuple of the table's spec.
@@ -174,52 +210,46 @@ class PartitionWriter:
     compression: str
     row_group_rows: int
     files: dict[tuple, _OpenFile] = attrs.field(factory=dict)
+    dictionaries: DictionaryChoice = attrs.field(factory=DictionaryChoice)  # once per task
 
     def write_all(self, batches: Iterator[pa.RecordBatch]) -> IcebergMessage:
-        schema = self.layout.schema()
-        spec = self.layout.spec()
-        target = file_schema(schema)
-        partitioner = Partitioner(spec, schema)
+        shape = _TaskShape.of(self.layout)
+        partitioner = Partitioner(shape.spec, shape.schema)
         try:
             for batch in batches:
                 if not batch.num_rows:
                     continue
-                rows = to_file_rows(pa.Table.from_batches([batch]), target)
+                rows = to_file_rows(pa.Table.from_batches([batch]), shape.target)
                 for key, partition, part in partitioner.split_keyed(rows):
-                    self._buffer(key, partition, part, schema, spec, target)
-            done = tuple(self._close(f, schema) for f in self.files.values())
+                    self._buffer(key, partition, part, shape)
+            done = tuple(self._close(f, shape) for f in self.files.values())
         except BaseException:
             self._discard()
             raise
         return IcebergMessage(files=done, rows=sum(f.rows for f in done))
 
-    def _buffer(
-        self, key: tuple, partition: Any, rows: pa.Table, schema: Any, spec: Any, target: Any
-    ) -> None:
-        opened = self.files.get(key) or self._open(key, partition, schema, spec, target)
+    def _buffer(self, key: tuple, partition: Any, rows: pa.Table, shape: _TaskShape) -> None:
+        opened = self.files.get(key) or self._open(key, partition, shape)
         opened.pending.append(rows)
         opened.pending_rows += rows.num_rows
         if opened.pending_rows >= self.row_group_rows:
-            self._flush(opened, schema)
+            self._flush(opened, shape)
 
-    def _open(self, key: tuple, partition: Any, schema: Any, spec: Any, target: Any) -> _OpenFile:
-        from pyiceberg.table.locations import load_location_provider
-
+    def _open(self, key: tuple, partition: Any, shape: _TaskShape) -> _OpenFile:
         name = f"{self.prefix}-{len(self.files):05d}.parquet"
-        provider = load_location_provider(self.layout.location, self.layout.properties)
-        path_key = _PathKey(spec, schema, partition) if spec.fields else None
-        path = provider.new_data_location(name, path_key)  # type: ignore[arg-type]
+        path_key = _PathKey(shape.spec, shape.schema, partition) if shape.spec.fields else None
+        path = shape.locations.new_data_location(name, path_key)
         try:
             stream = self.io.new_output(path).create(overwrite=False)
         except OSError as error:
             if error.errno != errno.ENAMETOOLONG and "name too long" not in str(error):
                 raise
-            raise _name_too_long(path, spec, schema) from error
-        opened = _OpenFile(path, stream, partition, target)
+            raise _name_too_long(path, shape.spec, shape.schema) from error
+        opened = _OpenFile(path, stream, partition, shape.target)
         self.files[key] = opened
         return opened
 
-    def _flush(self, opened: _OpenFile, schema: Any) -> None:
+    def _flush(self, opened: _OpenFile, shape: _TaskShape) -> None:
         if not opened.pending:
             return
         rows = pa.concat_tables(opened.pending)
@@ -228,37 +258,32 @@ class PartitionWriter:
                 opened.stream,
                 opened.target,
                 compression=None if self.compression == "none" else self.compression,
-                write_statistics=_footer_statistics(opened.target),
-                use_dictionary=dictionary_columns(rows),
+                write_statistics=shape.footer_statistics,
+                use_dictionary=self.dictionaries(rows),
             )
         opened.writer.write_table(rows, row_group_size=self.row_group_rows)
-        for field in schema.fields:
-            if pa.types.is_floating(rows.schema.field(field.name).type):
-                stats = opened.floats.setdefault(field.field_id, _FloatStats())
-                stats.add(rows.column(field.name))
+        for field in shape.floats:
+            stats = opened.floats.setdefault(field.field_id, _FloatStats())
+            stats.add(rows.column(field.name))
         opened.rows += rows.num_rows
         opened.pending, opened.pending_rows = [], 0
 
-    def _close(self, opened: _OpenFile, schema: Any) -> IcebergFile:
-        from pyiceberg.io.pyarrow import (
-            compute_statistics_plan,
-            data_file_statistics_from_parquet_metadata,
-            parquet_path_to_id_mapping,
-        )
+    def _close(self, opened: _OpenFile, shape: _TaskShape) -> IcebergFile:
+        from pyiceberg.io.pyarrow import data_file_statistics_from_parquet_metadata
 
-        self._flush(opened, schema)
+        self._flush(opened, shape)
         opened.writer.close()
         opened.stream.close()
         # the footer the writer wrote (pyarrow keeps it on the closed writer)
-        plan = compute_statistics_plan(schema, self.layout.properties)
         metadata = opened.writer.writer.metadata
-        mapping = parquet_path_to_id_mapping(schema)
         with _quiet_about_float_statistics():
             stats = data_file_statistics_from_parquet_metadata(
-                parquet_metadata=metadata, stats_columns=plan, parquet_column_mapping=mapping
+                parquet_metadata=metadata,
+                stats_columns=shape.statistics_plan,
+                parquet_column_mapping=shape.column_ids,
             ).to_serialized_dict()
-        _drop_partial_bounds(stats, metadata, mapping)
-        nans = _add_float_stats(stats, opened.floats, plan)
+        _drop_partial_bounds(stats, metadata, shape.column_ids)
+        nans = _add_float_stats(stats, opened.floats, shape.statistics_plan)
         return IcebergFile(
             path=opened.path,
             size=len(self.io.new_input(opened.path)),
