@@ -1,12 +1,14 @@
-"""The commit's move of a batch's rows from its staging tables into the target.
+"""The commit's move of a batch's rows from its staging table into the target.
 
 This is the price of exactly-once without XA: the tasks' rows are written twice (COPY into
 staging, then one ``INSERT ... SELECT`` in the commit's transaction), so that the rows and the
-proof become visible together. ``append`` and ``complete`` insert; ``upsert`` inserts ``ON
-CONFLICT (key) DO UPDATE`` and refuses a batch with a row without key or two rows on one key,
-naming it. Those checks read the whole batch again, so they run only where the server would not
-refuse the batch itself: PostgreSQL refuses two rows on one key in one ``DO UPDATE`` and a null
-in a ``NOT NULL`` column; the checks then only name the key for the error.
+proof become visible together. The batch's rows are those of the task attempts its messages
+name (the staging table also holds what a failed or speculative task attempt staged).
+``append`` and ``complete`` insert; ``upsert`` inserts ``ON CONFLICT (key) DO UPDATE`` and
+refuses a batch with a row without key or two rows on one key, naming it. Those checks read the
+whole batch again, so they run only where the server would not refuse the batch itself:
+PostgreSQL refuses two rows on one key in one ``DO UPDATE`` and a null in a ``NOT NULL``
+column; the checks then only name the key for the error.
 """
 
 from __future__ import annotations
@@ -27,14 +29,19 @@ def move_rows(
     conn: psycopg.Connection[Any],
     options: PostgresOptions,
     columns: Sequence[str],
-    tables: Sequence[str],
+    staging: str,
+    tasks: Sequence[tuple[int, int]],
 ) -> int:
-    """Insert the rows of exactly the named staging tables into the target; returns how many
-    rows the batch held (for an upsert too, where the INSERT's own count can be smaller)."""
+    """Insert the rows the named task attempts (partition, attempt) staged into the target;
+    returns how many rows the batch held (for an upsert too, where the INSERT's own count can
+    be smaller)."""
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-    source = sql.SQL(" UNION ALL ").join(
-        sql.SQL("SELECT {} FROM {}").format(cols, store.ident(options.meta_schema, t))
-        for t in tables
+    tagged = sql.SQL(", ").join(sql.Identifier(name) for name, _ in store.TASK_COLUMNS)
+    attempts = sql.SQL(", ").join(
+        sql.SQL("({}, {})").format(sql.Literal(int(p)), sql.Literal(int(a))) for p, a in tasks
+    )
+    source = sql.SQL("SELECT {} FROM {} WHERE ({}) IN ({})").format(
+        cols, store.ident(options.meta_schema, staging), tagged, attempts
     )
     target = store.target_ident(options)
     if options.mode != "upsert":

@@ -1,21 +1,25 @@
 """Exactly-once into a PostgreSQL table: staged binary COPY, then one transaction.
 
-* ``write`` (executors): each task attempt COPYs its rows (binary COPY from Arrow) into a
-  staging table of its own, named after writer, batch, the attempt's tag and Spark's
-  ``taskAttemptId``, created UNLOGGED in the same transaction as the COPY (a crash loses only
-  staging; a failed COPY leaves no table). No task touches the target.
+* ``write`` (executors): each task attempt COPYs its rows (binary COPY from Arrow), tagged
+  with itself (Spark's partition and ``taskAttemptId``), into the batch attempt's staging
+  table in one transaction (a failed COPY leaves no row). The first task attempt with rows
+  creates that table, UNLOGGED (a crash loses only staging), named after writer, batch and the
+  attempt's tag. One table per batch attempt, not per task: an aggregation's 200 shuffle
+  partitions would otherwise create and drop 200 tables a batch in the catalog. A task
+  attempt that starts after its batch was committed stages nothing. No task touches the
+  target.
 * ``commit`` (driver), one transaction: lock the target (ROW EXCLUSIVE) and check it is the
   table ``init`` saw (its identity, :mod:`eosink_postgres.identity`), lock this writer's
   progress row (``FOR UPDATE``), skip if the batch is recorded, move the rows of exactly the
-  staging tables the messages name into the target (``append``; ``complete`` deletes the
+  task attempts the messages name into the target (``append``; ``complete`` deletes the
   target's rows first; ``upsert``: ``INSERT ... ON CONFLICT (key) DO UPDATE``), record the
-  proof keyed by the target's identity, drop those staging tables, commit. Readers see the
+  proof keyed by the target's identity, drop the staging table, commit. Readers see the
   rows and the proof together or neither.
 * Every connection speaks UTF8 in UTC (``options.SESSION``), whatever the server, database,
   role or environment default: the binary COPY sends UTF-8 text as it is.
 * A commit whose reply is lost (the connection dropped after COMMIT was sent) is settled by
   ending the old session and reading the proof: this attempt's proof there means it landed.
-* ``abort`` drops only this attempt's staging tables: a landed commit dropped them already, so
+* ``abort`` drops only this attempt's staging table: a landed commit dropped it already, so
   nothing it finds was ever published.
 """
 
@@ -59,23 +63,31 @@ log = get_logger("eosink.postgres")
 #: How long a commit whose reply was lost waits for its old session to end before reading the
 #: proof (the old session may still be finishing the COMMIT).
 SETTLE_TIMEOUT_S = 30.0
+#: The PostgreSQL types of the staging table's task columns.
+TASK_TYPES = [kind for _, kind in store.TASK_COLUMNS]
 
 
 @attrs.frozen
 class PostgresState:
     """What ``init`` hands every ``write``: where to stage, and the target as ``init`` saw it."""
 
-    tag: str  # this attempt of the batch (random): staging names and the proof carry it
-    prefix: str  # the start of the names of this attempt's staging tables
+    tag: str  # this attempt of the batch (random): the staging name and the proof carry it
+    prefix: str  # the start of the name of this attempt's staging table
     target_id: str  # the target's identity (``eosink_postgres.identity``): the proofs' key
     columns: tuple[str, ...]
+
+    @property
+    def staging(self) -> str:
+        """The name of this attempt's staging table (in the meta schema)."""
+        return store.staging_name(self.prefix)
 
 
 @attrs.frozen
 class PostgresMessage:
-    """One task attempt's staging table (None: its partition was empty) and its row count."""
+    """One task attempt: Spark's partition and ``taskAttemptId``, and the rows it staged."""
 
-    table: str | None
+    partition: int
+    attempt: int
     rows: int
 
 
@@ -157,6 +169,14 @@ class PostgresSink(PostgresOperatorHooks, Sink):
             )
         for field in schema:
             pg_type(field)  # every column has a type here, or a clear error now
+        clash = sorted({name for name, _ in store.TASK_COLUMNS} & set(schema.names))
+        if clash:
+            raise ConfigurationError(
+                f"{SINK}: the stream has column(s) {clash}, which the sink's staging table uses "
+                "for itself; rename them in the query"
+            )
+        tag = uuid.uuid4().hex
+        prefix = store.staging_prefix(ctx.writer_id, ctx.batch_id, tag)
         with self.connect() as conn:
             try:
                 with conn.transaction():
@@ -184,12 +204,8 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                     )
             except psycopg.Error as exc:
                 raise store.sql_error(exc, options, f"preparing {options.qualified}") from None
-        tag = uuid.uuid4().hex
         return PostgresState(
-            tag=tag,
-            prefix=store.staging_prefix(ctx.writer_id, ctx.batch_id, tag),
-            target_id=target_id,
-            columns=tuple(schema.names),
+            tag=tag, prefix=prefix, target_id=target_id, columns=tuple(schema.names)
         )
 
     @hookimpl
@@ -200,7 +216,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         messages: list[PostgresMessage],
         proof: Proof,
     ) -> None:
-        staged = [m for m in messages if m is not None and m.table is not None]
+        staged = [m for m in messages if m is not None and m.rows]
         conn = self._take(autocommit=False)
         pid = conn.info.backend_pid  # the session a lost COMMIT reply leaves behind
         try:
@@ -253,13 +269,13 @@ class PostgresSink(PostgresOperatorHooks, Sink):
             if ctx.mode == "complete":
                 conn.execute(sql.SQL("DELETE FROM {}").format(target))
             expected = sum(m.rows for m in staged)
-            moved = (
-                move_rows(conn, options, state.columns, [m.table for m in staged]) if staged else 0
-            )
+            tasks = [(m.partition, m.attempt) for m in staged]
+            moved = move_rows(conn, options, state.columns, state.staging, tasks) if staged else 0
             if moved != expected:
                 raise SinkError(
-                    f"{SINK}: the staging tables of {ctx.label} hold {moved} rows, the tasks "
-                    f"reported {expected}; nothing was written, the batch runs again on restart"
+                    f"{SINK}: the staging table of {ctx.label} holds {moved} rows of its tasks, "
+                    f"they reported {expected}; nothing was written, the batch runs again on "
+                    "restart"
                 )
             crash_point("commit:rows-moved")
             proof_rows.record(
@@ -272,16 +288,11 @@ class PostgresSink(PostgresOperatorHooks, Sink):
                 proof=proof,
             )
             crash_point("commit:proof-written")
-            # The moved tables, and those of this attempt's failed task attempts (Spark
-            # retried them; their rows are not in the batch), never published either.
-            failed = {n for n, _ in store.staging_tables(conn, options, state.prefix)}
-            drop = sorted({m.table for m in staged if m.table} | failed)
-            if drop:
-                conn.execute(
-                    sql.SQL("DROP TABLE {}").format(
-                        sql.SQL(", ").join(store.ident(meta, name) for name in drop)
-                    )
-                )
+            # With the rows of failed or speculative task attempts, never published. (A task
+            # attempt still COPYing holds the table: the DROP waits for it, lock_timeout_s.)
+            conn.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}").format(store.ident(meta, state.staging))
+            )
             crash_point("commit:before-commit")
         # leaving the block sent COMMIT and read its reply
 
@@ -342,13 +353,12 @@ class PostgresSink(PostgresOperatorHooks, Sink):
     def abort(
         self, ctx: BatchContext, state: PostgresState | None, messages: list[PostgresMessage | None]
     ) -> None:
-        """Drop this attempt's staging tables (those its messages name, and any of its tasks
-        that failed after creating one). A landed commit dropped them in its transaction, so
+        """Drop this attempt's staging table. A landed commit dropped it in its transaction, so
         whatever is left was never published."""
         if state is None:
             return
         with self.connect(autocommit=True) as conn:
-            names = {m.table for m in messages if m is not None and m.table}
+            names = {state.staging}
             names |= {name for name, _ in store.staging_tables(conn, self.options, state.prefix)}
             for name in sorted(names):
                 conn.execute(
@@ -367,80 +377,110 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         attempt: int,
         batches: Iterator[pa.RecordBatch],
     ) -> PostgresMessage:
-        name = store.staging_name(state.prefix, partition_id, attempt)
-        table = store.ident(self.options.meta_schema, name)
+        table = store.ident(self.options.meta_schema, state.staging)
         rows = 0
+        tag = (partition_id, attempt)
         with self.connect() as conn, contextlib.ExitStack() as stack:
-            self._refuse_late_attempt(conn, ctx, state)
             copy, encoded = None, False
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 if copy is None:
-                    copy = self._start_copy(conn, stack, ctx, state, table, name, batch.schema)
+                    self._staging_table(conn, ctx, state, batch.schema)
+                    copy = self._start_copy(conn, stack, ctx, table, batch.schema)
                     pg_types = [pg_type(f) for f in batch.schema]
                     encoded = copy_binary.encodable(batch.schema, pg_types)
                     if encoded:  # whole buffers: the signature here, the trailer at the end
                         copy.write(copy_binary.SIGNATURE)
                 if encoded:
                     check_values(batch, row_by_row=False)
-                    copy.write(copy_binary.encode_rows(batch, pg_types))
+                    copy.write(copy_binary.encode_rows(tagged(batch, tag), pg_types + TASK_TYPES))
                 else:
                     for row in copy_rows(batch):
-                        copy.write_row(row)
+                        copy.write_row(row + tag)
                 rows += batch.num_rows
             if encoded:
                 copy.write(copy_binary.TRAILER)
             stack.close()  # ends the COPY
-            conn.commit()  # the staging table and its rows appear together
-        return PostgresMessage(table=name if rows else None, rows=rows)
+            conn.commit()  # the rows appear together, tagged with this task attempt
+        return PostgresMessage(partition=partition_id, attempt=attempt, rows=rows)
 
-    def _refuse_late_attempt(
-        self, conn: psycopg.Connection[Any], ctx: BatchContext, state: PostgresState
+    def _staging_table(
+        self, conn: psycopg.Connection[Any], ctx: BatchContext, state: PostgresState, schema: Any
     ) -> None:
-        """A task attempt that starts after its batch was committed (an old stage attempt
-        Spark no longer waits for) stages nothing: its table would only be an orphan."""
-        done = conn.execute(
+        """Make sure the batch attempt's staging table exists, unless the batch is committed
+        already (an old stage attempt Spark no longer waits for: its rows would only be an
+        orphan). The first task attempt creates it, commented with who made it and when
+        (``eosink cleanup`` reads that); one that loses the race finds it made."""
+        options = self.options
+        table = store.ident(options.meta_schema, state.staging)
+        exists, done = conn.execute(
             sql.SQL(
-                "SELECT 1 FROM {} WHERE target_id = %s AND writer_id = %s AND batch_id >= %s "
-                "LIMIT 1"
-            ).format(store.ident(self.options.meta_schema, proof_rows.PROOFS)),
-            (uuid.UUID(state.target_id), ctx.writer_id, ctx.batch_id),
+                "SELECT to_regclass(%s) IS NOT NULL, EXISTS (SELECT 1 FROM {} WHERE target_id = "
+                "%s AND writer_id = %s AND batch_id >= %s)"
+            ).format(store.ident(options.meta_schema, proof_rows.PROOFS)),
+            (table.as_string(conn), uuid.UUID(state.target_id), ctx.writer_id, ctx.batch_id),
         ).fetchone()
         if done:
             raise SinkError(
                 f"{SINK}: {ctx.label} is already committed; this late task attempt stages nothing"
             )
+        if not exists:
+            tags = ", ".join(f"{quote(n)} {kind} NOT NULL" for n, kind in store.TASK_COLUMNS)
+            about = {
+                "target": options.qualified,
+                "target_id": state.target_id,
+                "writer": ctx.writer_id,
+                "batch": ctx.batch_id,
+                "attempt": state.tag,
+                "created": clock.now(),
+            }
+            try:
+                with conn.transaction():  # a savepoint: another task may create it first
+                    conn.execute(
+                        sql.SQL("CREATE UNLOGGED TABLE {} ({}, {})").format(
+                            table, sql.SQL(columns_sql(schema)), sql.SQL(tags)
+                        )
+                    )
+                    conn.execute(
+                        sql.SQL("COMMENT ON TABLE {} IS {}").format(
+                            table, sql.Literal(json.dumps(about))
+                        )
+                    )
+            except (pg_errors.DuplicateTable, pg_errors.DuplicateObject, pg_errors.UniqueViolation):
+                pass  # made by another task attempt meanwhile
+            conn.commit()  # the table, for every task attempt (the COPY is not theirs to wait)
 
     def _start_copy(
         self,
         conn: psycopg.Connection[Any],
         stack: contextlib.ExitStack,
         ctx: BatchContext,
-        state: PostgresState,
         table: sql.Identifier,
-        name: str,
         schema: pa.Schema,
     ) -> Any:
-        conn.execute(
-            sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(table, sql.SQL(columns_sql(schema)))
-        )
-        about = {
-            "target": self.options.qualified,
-            "target_id": state.target_id,
-            "writer": ctx.writer_id,
-            "batch": ctx.batch_id,
-            "attempt": state.tag,
-            "created": clock.now(),
-        }
-        conn.execute(
-            sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(json.dumps(about)))
-        )
-        cols = sql.SQL(", ").join(sql.SQL(quote(n)) for n in schema.names)
-        copy = stack.enter_context(
-            conn.cursor().copy(
-                sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, cols)
-            )
-        )
-        copy.set_types([copy_type(pg_type(f)) for f in schema])
+        names = [*schema.names, *(name for name, _ in store.TASK_COLUMNS)]
+        cols = sql.SQL(", ").join(sql.SQL(quote(n)) for n in names)
+        statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, cols)
+        try:  # the transaction's first statement: a missing table fails nothing else
+            copy = stack.enter_context(conn.cursor().copy(statement))
+        except pg_errors.UndefinedTable:
+            raise SinkError(
+                f"{SINK}: the staging table of {ctx.label} is gone: the batch was committed or "
+                "aborted (or its table cleaned up) while this task attempt ran; it stages "
+                "nothing"
+            ) from None
+        copy.set_types([copy_type(pg_type(f)) for f in schema] + TASK_TYPES)
         return copy
+
+
+def tagged(batch: pa.RecordBatch, task: tuple[int, int]) -> pa.RecordBatch:
+    """``batch`` with the task attempt's columns (:data:`store.TASK_COLUMNS`) after its own."""
+    partition, attempt = task
+    arrays = [
+        *batch.columns,
+        pa.repeat(pa.scalar(partition, pa.int32()), batch.num_rows),
+        pa.repeat(pa.scalar(attempt, pa.int64()), batch.num_rows),
+    ]
+    names = [*batch.schema.names, *(name for name, _ in store.TASK_COLUMNS)]
+    return pa.RecordBatch.from_arrays(arrays, names=names)

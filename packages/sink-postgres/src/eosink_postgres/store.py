@@ -102,19 +102,23 @@ def unique_keys(conn: psycopg.Connection[Any], oid: int) -> list[frozenset[str]]
 
 
 def staging_prefix(writer_id: str, batch_id: int, tag: str) -> str:
-    """The start of every staging table's name of one attempt of a batch (``abort`` drops by
-    it): writer (hashed: ids may be long or hold any character), batch, attempt tag."""
+    """The start of the staging table's name of one attempt of a batch (``abort`` and
+    ``eosink cleanup`` find it by it): writer (hashed: ids may be long or hold any
+    character), batch, attempt tag."""
     writer = hashlib.sha1(writer_id.encode()).hexdigest()[:8]  # noqa: S324 - a name, not a secret
     return f"{STAGING_PREFIX}{writer}_{batch_id}_{tag[:8]}_"
 
 
-def staging_name(prefix: str, partition_id: int, attempt: int) -> str:
-    """A staging table's name, unique per task attempt (Spark's ``taskAttemptId``), never
-    longer than PostgreSQL keeps (a cut name could collide with another attempt's)."""
-    rest = f"p{partition_id}_a{attempt}"
-    if len(prefix) + len(rest) > MAX_IDENTIFIER:
-        rest = hashlib.sha1(rest.encode()).hexdigest()[: MAX_IDENTIFIER - len(prefix)]  # noqa: S324
-    return prefix + rest
+def staging_name(prefix: str) -> str:
+    """The staging table of one attempt of a batch: every task attempt COPYs into it, its rows
+    tagged with the task attempt (:data:`TASK_COLUMNS`)."""
+    return prefix + "rows"
+
+
+#: The columns of a staging table after the stream's: which task attempt staged the row
+#: (Spark's partition and ``taskAttemptId``). The commit moves the rows of the attempts the
+#: messages name, never those of a retried or speculative attempt that also finished.
+TASK_COLUMNS = (("eosink:partition", "integer"), ("eosink:attempt", "bigint"))
 
 
 def staging_tables(
