@@ -462,7 +462,7 @@ class PostgresSink(PostgresOperatorHooks, Sink):
         names = [*schema.names, *(name for name, _ in store.TASK_COLUMNS)]
         cols = sql.SQL(", ").join(sql.SQL(quote(n)) for n in names)
         statement = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, cols)
-        try:  # the transaction's first statement: a missing table fails nothing else
+        try:  # the transaction has written nothing yet: failing it loses nothing
             copy = stack.enter_context(conn.cursor().copy(statement))
         except pg_errors.UndefinedTable:
             raise SinkError(
