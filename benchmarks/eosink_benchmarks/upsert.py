@@ -253,9 +253,10 @@ def spark_delta(
         (
             "Spark 4.2 with Delta 4.4's jars, one process (eosink.testing.spark_child), local "
             "disk, spark.databricks.delta.snapshotPartitions=1 (as section 6); one streaming "
-            "query per path over the feed's files (one a micro-batch), foreachBatch; ms per batch is Spark's addBatch time (medians), rows/s over "
-            "batches 1.. . The anchor is Delta's documented idempotent MERGE: txnAppId and "
-            "txnVersion set in the session around the MERGE statement. At the end the three "
+            "query per path over the feed's files (one a micro-batch), foreachBatch; ms per "
+            "batch is Spark's addBatch time (medians), rows/s over batches 1.. . The anchor is "
+            "Delta's documented idempotent MERGE: txnAppId and txnVersion set in the session "
+            "around the MERGE statement. At the end the three "
             f"tables hold the same {result['rows']:,} rows (checked).",
         ),
     )

@@ -19,7 +19,6 @@ from eosink.plugin import ConfigurationError, SinkError
 from eosink_postgres.options import SINK, PostgresOptions, scrub
 
 STAGING_PREFIX = "stg_"
-MAX_IDENTIFIER = 63  # PostgreSQL cuts longer names (NAMEDATALEN - 1)
 
 
 def connect(options: PostgresOptions, *, autocommit: bool = False) -> psycopg.Connection[Any]:
