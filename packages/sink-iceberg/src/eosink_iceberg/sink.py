@@ -69,7 +69,13 @@ from eosink_iceberg.proof import (
 )
 from eosink_iceberg.schema import check_schema, iceberg_schema
 from eosink_iceberg.transaction import SinkTransaction, replace_rows
-from eosink_iceberg.upsert import batch_keys, check_batch_keys, check_key_columns, match_filter
+from eosink_iceberg.upsert import (
+    BatchMatch,
+    batch_keys,
+    batch_match,
+    check_batch_keys,
+    check_key_columns,
+)
 
 log = get_logger("eosink.iceberg")
 
@@ -214,7 +220,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         if self.options.mode == "upsert":
             keys = batch_keys(self._io(state.layout), [f.path for f in files], self.options.key)
             check_batch_keys(keys, self.options.key, ctx.label)
-            replaced = match_filter(keys, self.options.key)
+            replaced = batch_match(keys, self.options.key)
         marker = CommitMarker(self._io(state.layout), marker_path(state.layout, state.attempt))
         try:
             self._commit_with_retries(ctx, state, files, proof, marker, replaced)
@@ -228,7 +234,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         files: list[IcebergFile],
         proof: Proof,
         marker: CommitMarker,
-        replaced: Any = None,
+        replaced: BatchMatch | None = None,
     ) -> None:
         for attempt in range(self.options.commit_retries + 1):
             table = self._decide(ctx, state)
@@ -295,7 +301,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         files: list[IcebergFile],
         proof: Proof,
         marker: CommitMarker | None = None,
-        replaced: Any = None,
+        replaced: BatchMatch | None = None,
     ) -> bool:
         """One catalog commit: one snapshot whose summary holds the proof, appending the
         files (complete mode: every current file dropped; upsert: the rows ``replaced``
@@ -323,12 +329,14 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         properties = summary(proof, state.attempt)
         txn = SinkTransaction(quiet)
         txn.set_properties({property_key(ctx.writer_id): stored.to_json()})
-        row_filter = AlwaysTrue() if ctx.mode == "complete" else replaced
         replacement = None
-        if row_filter is not None and table.metadata.current_snapshot() is not None:
+        if (
+            ctx.mode == "complete" or replaced is not None
+        ) and table.metadata.current_snapshot() is not None:
             replacement = replace_rows(
                 quiet,
-                row_filter,
+                AlwaysTrue() if ctx.mode == "complete" else replaced.row_filter,
+                None if ctx.mode == "complete" else replaced.may_hold(table.metadata.schema()),
                 prefix=f"eosink-{state.attempt}-kept-{uuid.uuid4().hex[:12]}",
                 compression=state.codec,
                 row_group_rows=self.options.row_group_rows,
@@ -337,7 +345,7 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         rewrites = [f.file_path for f in replacement.kept] if replacement else []
         snapshot = txn.update_snapshot(snapshot_properties=properties)
         if replacement is not None and replacement.dropped:
-            with snapshot.overwrite() as write:
+            with txn.overwrite(properties) as write:
                 for dropped in replacement.dropped:
                     write.delete_data_file(dropped)
                 for added in [*replacement.kept, *(f.data_file() for f in files)]:

@@ -16,9 +16,12 @@ refused plan rewrote are deleted
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import struct
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -84,26 +87,74 @@ def check_batch_keys(keys: pa.Table, key: tuple[str, ...], label: str) -> None:
         )
 
 
-def match_filter(keys: pa.Table, key: tuple[str, ...]) -> Any:
-    """The pyiceberg row filter matching the table's rows of the batch's keys (for one key
+@attrs.frozen
+class BatchMatch:
+    """The table's rows a batch replaces: those ``row_filter`` (pyiceberg's) matches.
+
+    ``values`` are the batch's values of each key column, sorted, by which :meth:`may_hold`
+    checks a data file's column bounds in a bisection. pyiceberg's own check of an ``In``
+    tries each of its values against each file's bounds: O(files x keys) per batch, which
+    made an upsert's planning grow with the table. The files it lets through are then
+    checked by pyiceberg's evaluator as any scan's are.
+    """
+
+    row_filter: Any
+    values: dict[str, list[Any]]
+
+    def may_hold(self, schema: Any) -> Callable[[Any], bool]:
+        """Whether a data file of a table of ``schema`` may hold one of the batch's keys: for
+        every key column, a value of the batch between the file's bounds (a file without
+        bounds of a column, or whose bounds do not decode as its current type, may hold any;
+        delete files are not judged)."""
+        from pyiceberg.conversions import from_bytes
+        from pyiceberg.manifest import DataFileContent
+
+        columns = []
+        for name, values in self.values.items():
+            field = schema.find_field(name)
+            columns.append((field.field_id, field.field_type, values))
+
+        def check(data_file: Any) -> bool:
+            if data_file.content != DataFileContent.DATA:
+                return True
+            lowers, uppers = data_file.lower_bounds or {}, data_file.upper_bounds or {}
+            for field_id, kind, values in columns:
+                if field_id not in lowers or field_id not in uppers:
+                    continue
+                try:
+                    lower = from_bytes(kind, lowers[field_id])
+                    upper = from_bytes(kind, uppers[field_id])
+                    at = bisect_left(values, lower)
+                    if at == len(values) or values[at] > upper:
+                        return False
+                except (TypeError, ValueError, struct.error):
+                    continue
+            return True
+
+        return check
+
+
+def batch_match(keys: pa.Table, key: tuple[str, ...]) -> BatchMatch:
+    """The rows of the table the batch's keys replace: a pyiceberg row filter (for one key
     column an ``In``, or an ``Or`` of ``In``s of at most :data:`IN_LIMIT` values each; for
-    several, an ``Or`` of one ``And`` of equalities per key): each value prunes files by the
-    column's bounds."""
+    several, an ``Or`` of one ``And`` of equalities per key), each value pruning files by the
+    column's bounds, and the key columns' values."""
     from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, Or
 
     if not keys.num_rows:
-        return AlwaysFalse()
+        return BatchMatch(AlwaysFalse(), {})
     values = {k: _literals(keys.column(k)) for k in key}
+    ordered = {k: sorted(set(v)) for k, v in values.items()}
     if len(key) == 1:
         # pyiceberg prunes files by an ``In``'s values only up to 200 of them (beyond, every
         # file "might match" and a batch would read the whole table): an ``Or`` of ``In``s
         # of at most that many each keeps the pruning exact (pyiceberg balances the tree)
-        ordered = sorted(set(values[key[0]]))
-        chunks = [ordered[i : i + IN_LIMIT] for i in range(0, len(ordered), IN_LIMIT)]
+        sorted_ = ordered[key[0]]
+        chunks = [sorted_[i : i + IN_LIMIT] for i in range(0, len(sorted_), IN_LIMIT)]
         terms = [In(key[0], set(chunk)) for chunk in chunks]
-        return terms[0] if len(terms) == 1 else Or(*terms)
-    terms = [And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)]
-    return terms[0] if len(terms) == 1 else Or(*terms)
+    else:
+        terms = [And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)]
+    return BatchMatch(terms[0] if len(terms) == 1 else Or(*terms), ordered)
 
 
 def _literals(column: pa.ChunkedArray) -> list[Any]:
