@@ -87,16 +87,10 @@ class _BatchOverwrite(_OverwriteFiles):
         return parent.manifests(io=self._io) if parent else []
 
     def _deleted_entries(self) -> list[Any]:
-        from pyiceberg.manifest import DataFileContent, ManifestEntry, ManifestEntryStatus
+        from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
         deleted = [
-            ManifestEntry.from_args(
-                status=ManifestEntryStatus.DELETED,
-                snapshot_id=self._snapshot_id,
-                sequence_number=entry.sequence_number,
-                file_sequence_number=entry.file_sequence_number,
-                data_file=entry.data_file,
-            )
+            _as(entry, ManifestEntryStatus.DELETED, self._snapshot_id)
             for manifest in self._parent_manifests()
             for entry in self.fetch_manifest_entry(manifest)
             if entry.data_file.content == DataFileContent.DATA
@@ -108,7 +102,7 @@ class _BatchOverwrite(_OverwriteFiles):
     def _existing_manifests(self) -> list[Any]:
         """The parent's manifests, each kept as it is unless it lists a dropped file: then
         written anew without it (or left out, when it listed nothing else)."""
-        from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
+        from pyiceberg.manifest import ManifestEntryStatus
 
         existing = []
         for manifest in self._parent_manifests():
@@ -121,15 +115,7 @@ class _BatchOverwrite(_OverwriteFiles):
                 continue
             with self.new_manifest_writer(self.spec(manifest.partition_spec_id)) as writer:
                 for entry in kept:
-                    writer.add_entry(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.EXISTING,
-                            snapshot_id=entry.snapshot_id,
-                            sequence_number=entry.sequence_number,
-                            file_sequence_number=entry.file_sequence_number,
-                            data_file=entry.data_file,
-                        )
-                    )
+                    writer.add_entry(_as(entry, ManifestEntryStatus.EXISTING, entry.snapshot_id))
             existing.append(writer.to_manifest_file())
         return existing
 
@@ -161,6 +147,20 @@ class _BatchOverwrite(_OverwriteFiles):
         data = [m for m in manifests if m.content == ManifestContent.DATA]
         deletes = [m for m in manifests if m.content != ManifestContent.DATA]
         return merger.merge_manifests(data) + deletes
+
+
+def _as(entry: Any, status: Any, snapshot_id: int | None) -> Any:
+    """``entry``'s file in an entry of ``status`` (a snapshot's entries are written anew, never
+    changed: the cached ones are shared)."""
+    from pyiceberg.manifest import ManifestEntry
+
+    return ManifestEntry.from_args(
+        status=status,
+        snapshot_id=snapshot_id,
+        sequence_number=entry.sequence_number,
+        file_sequence_number=entry.file_sequence_number,
+        data_file=entry.data_file,
+    )
 
 
 @attrs.frozen
