@@ -1,5 +1,6 @@
 """The driver's decoded manifests (:mod:`eosink_iceberg.manifests`): each decoded once, the
-least recently read dropped beyond the limit, deleted entries left out unless asked for."""
+least recently read dropped beyond the limit (an entry weighing one plus its columns with
+statistics), deleted entries left out unless asked for."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from pyiceberg.manifest import ManifestEntryStatus
 
 
 @attrs.define
+class File:
+    value_counts: dict[int, int] | None = None
+    column_sizes: dict[int, int] | None = None
+
+
+@attrs.define
 class Entry:
     status: Any
+    data_file: File = attrs.field(factory=File)
 
 
 @attrs.define
@@ -41,7 +49,7 @@ def test_a_manifest_is_decoded_once_and_its_deleted_entries_kept_apart():
 
 
 def test_the_least_recently_read_go_first_beyond_the_limit():
-    cache = ManifestCache(limit=10)
+    cache = ManifestCache(limit=10)  # entries without statistics weigh one each
     a, b, c = manifest("a", 4), manifest("b", 4), manifest("c", 4)
     cache.entries(a, None)
     cache.entries(b, None)
@@ -57,3 +65,19 @@ def test_a_manifest_larger_than_the_limit_is_still_read_whole():
     big = manifest("big", 5)
     assert len(cache.entries(big, None)) == 5
     assert len(cache.entries(big, None)) == 5
+
+
+def test_an_entry_weighs_one_plus_its_columns_with_statistics():
+    cache = ManifestCache(limit=12)
+    wide = manifest("wide", 2)
+    for entry in wide.entries:
+        entry.data_file = File(value_counts={1: 5, 2: 5, 3: 5, 4: 5})  # 5 each: 10
+    narrow = manifest("narrow", 2)  # 2: 12 in all
+    cache.entries(wide, None)
+    cache.entries(narrow, None)
+    cache.entries(narrow, None)
+    assert (wide.reads, narrow.reads) == (1, 1)
+    cache.entries(manifest("more", 1), None)  # 13 > 12: the wide one, least recent, goes
+    cache.entries(narrow, None)
+    cache.entries(wide, None)
+    assert (wide.reads, narrow.reads) == (2, 1)
