@@ -329,14 +329,13 @@ class IcebergSink(IcebergOperatorHooks, Sink):
         properties = summary(proof, state.attempt)
         txn = SinkTransaction(quiet)
         txn.set_properties({property_key(ctx.writer_id): stored.to_json()})
+        match = BatchMatch(AlwaysTrue(), {}) if ctx.mode == "complete" else replaced
         replacement = None
-        if (
-            ctx.mode == "complete" or replaced is not None
-        ) and table.metadata.current_snapshot() is not None:
+        if match is not None and table.metadata.current_snapshot() is not None:
             replacement = replace_rows(
                 quiet,
-                AlwaysTrue() if ctx.mode == "complete" else replaced.row_filter,
-                None if ctx.mode == "complete" else replaced.may_hold(table.metadata.schema()),
+                match.row_filter,
+                match.may_hold(table.metadata.schema()),
                 prefix=f"eosink-{state.attempt}-kept-{uuid.uuid4().hex[:12]}",
                 compression=state.codec,
                 row_group_rows=self.options.row_group_rows,

@@ -33,6 +33,7 @@ overwrites do (pyiceberg's merge only its appends).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -82,16 +83,22 @@ class _BatchOverwrite(_OverwriteFiles):
     def fetch_manifest_entry(self, manifest: Any, discard_deleted: bool = True) -> list[Any]:
         return MANIFESTS.entries(manifest, self._io, discard_deleted)
 
+    @functools.cached_property
     def _parent_manifests(self) -> list[Any]:
+        """The parent's manifest list, read once for both passes over it."""
         parent = self._transaction.table_metadata.snapshot_by_name(name=self._target_branch)
         return parent.manifests(io=self._io) if parent else []
+
+    def _refresh_for_retry(self) -> None:
+        super()._refresh_for_retry()
+        self.__dict__.pop("_parent_manifests", None)
 
     def _deleted_entries(self) -> list[Any]:
         from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
         deleted = [
             _as(entry, ManifestEntryStatus.DELETED, self._snapshot_id)
-            for manifest in self._parent_manifests()
+            for manifest in self._parent_manifests
             for entry in self.fetch_manifest_entry(manifest)
             if entry.data_file.content == DataFileContent.DATA
             and entry.data_file in self._deleted_data_files
@@ -105,7 +112,7 @@ class _BatchOverwrite(_OverwriteFiles):
         from pyiceberg.manifest import ManifestEntryStatus
 
         existing = []
-        for manifest in self._parent_manifests():
+        for manifest in self._parent_manifests:
             entries = self.fetch_manifest_entry(manifest)
             kept = [e for e in entries if e.data_file not in self._deleted_data_files]
             if len(kept) == len(entries):

@@ -149,8 +149,8 @@ def batch_match(keys: pa.Table, key: tuple[str, ...]) -> BatchMatch:
         # pyiceberg prunes files by an ``In``'s values only up to 200 of them (beyond, every
         # file "might match" and a batch would read the whole table): an ``Or`` of ``In``s
         # of at most that many each keeps the pruning exact (pyiceberg balances the tree)
-        sorted_ = ordered[key[0]]
-        chunks = [sorted_[i : i + IN_LIMIT] for i in range(0, len(sorted_), IN_LIMIT)]
+        each = ordered[key[0]]
+        chunks = [each[i : i + IN_LIMIT] for i in range(0, len(each), IN_LIMIT)]
         terms = [In(key[0], set(chunk)) for chunk in chunks]
     else:
         terms = [And(*(EqualTo(k, values[k][i]) for k in key)) for i in range(keys.num_rows)]
